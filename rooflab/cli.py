@@ -1,0 +1,94 @@
+"""Command line: rooflab info | run | plot | place | compare | report.
+
+Every user mistake (unknown device, too many threads, a foreign or broken result file, a working set
+larger than free memory) ends in one line on stderr naming the problem and the fix, exit status 2,
+and nothing already written is lost.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .errors import RooflabError
+
+SUITES = {"cpu": ("ceilings", "models"), "cuda": ("ceilings", "models")}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, no usage dump
+        self.exit(2, f"rooflab: error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="rooflab", description="Measure the empirical roofline of this machine and place "
+                                             "real model operations on it.")
+    p.add_argument("--version", action="version", version=f"rooflab {_version()}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    sub.add_parser("info", help="hardware, software and theoretical peaks (measures the clock, ~1 s)")
+
+    r = sub.add_parser("run", help="measure ceilings (and model ops) and write a result file + plots")
+    r.add_argument("--device", default="cpu", help="cpu (default), cuda, or all")
+    r.add_argument("--suite", default="ceilings", help="comma-separated: ceilings (default), models")
+    r.add_argument("--quick", action="store_true", help="smaller budgets and sweeps (~1 min on 2 cores)")
+    r.add_argument("--threads", type=int, default=None, help="threads for the all-core figures (default: all cores)")
+    r.add_argument("--out", default="results", help="results directory (default: results/)")
+    r.add_argument("--max-working-set", default=None, metavar="SIZE",
+                   help="largest bandwidth-sweep working set, e.g. 64M or 2G (default: 4x the LLC)")
+    r.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="time budget per measurement (default 0.3, --quick 0.08)")
+    r.add_argument("--model", default=None, help="models suite: resnet50, bert-base, gpt2 (default: all)")
+    r.add_argument("--batch", type=int, default=None, help="models suite: batch size for ResNet-50 (default 1)")
+    r.add_argument("--ceilings", default=None, metavar="RESULT.json",
+                   help="models suite: place ops on these ceilings (default: newest ceilings run here)")
+    r.add_argument("--no-plot", action="store_true", help="do not write plots")
+
+    pl = sub.add_parser("plot", help="roofline and bandwidth charts (PNG + SVG) from a result file")
+    pl.add_argument("result")
+    pl.add_argument("-o", "--output", default=None, help="output stem or .png/.svg path (default: next to the result)")
+
+    pc = sub.add_parser("place", help="time user-supplied ops (OPS.json or MODEL.onnx) and place them on a roofline")
+    pc.add_argument("ops", help="OPS.json (see README) or MODEL.onnx")
+    pc.add_argument("--ceilings", default=None, metavar="RESULT.json", help="ceilings to place on (default: newest here)")
+    pc.add_argument("--device", default="cpu")
+    pc.add_argument("--threads", type=int, default=None)
+    pc.add_argument("--out", default="results")
+    pc.add_argument("--quick", action="store_true")
+
+    cp = sub.add_parser("compare", help="ceilings of two or more result files side by side; exit 1 on regression")
+    cp.add_argument("results", nargs="+")
+    cp.add_argument("--threshold", type=float, default=5.0, help="percent drop that counts as a regression (default 5)")
+
+    rp = sub.add_parser("report", help="self-contained HTML characterization page from result files")
+    rp.add_argument("results", nargs="+")
+    rp.add_argument("-o", "--output", default=None, help="HTML file (default: results/report.html)")
+    return p
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        from . import commands
+
+        return getattr(commands, f"cmd_{args.command}")(args)
+    except RooflabError as e:
+        print(f"rooflab: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rooflab: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

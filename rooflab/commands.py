@@ -1,0 +1,315 @@
+"""What each CLI command does (argument parsing lives in cli.py)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .errors import DeviceUnavailable, RooflabError
+from .memory import fmt_bytes, parse_size
+
+AGREEMENT = 0.05  # two consecutive runs should agree within 5% on every ceiling's median
+
+
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+def _devices(text: str) -> list[str]:
+    text = (text or "cpu").lower()
+    if text == "all":
+        from .cuda import backend
+
+        return ["cpu"] + (["cuda"] if backend.available() else [])
+    if text not in ("cpu", "cuda"):
+        raise RooflabError(f"unknown device {text!r}", "use --device cpu, cuda or all")
+    return [text]
+
+
+def _suites(text: str, device: str) -> list[str]:
+    names = [s.strip() for s in (text or "ceilings").split(",") if s.strip()]
+    known = ("ceilings", "models")
+    for s in names:
+        if s not in known:
+            raise RooflabError(f"unknown suite {s!r}", f"use one or more of: {', '.join(known)}")
+    return names
+
+
+# ---- info --------------------------------------------------------------------------------------
+
+def cmd_info(args) -> int:
+    from rich.table import Table
+
+    from . import machine
+    from .runner import Runner
+
+    r = Runner()
+    probe = r.probe_clock(1)
+    m = machine.describe(measured_ghz=min(probe) if probe else None)
+    c = _console()
+    cpu = m["cpu"]
+    c.print(f"[bold]{cpu['model']}[/bold]  (machine id [cyan]{m['id']}[/cyan], host {m['hostname']})")
+    c.print(f"  {cpu['physical_cores']} usable physical cores ({cpu['logical_cpus']} logical), "
+            f"{fmt_bytes(m['memory_bytes'] or 0)} memory, {m['os']}"
+            + (", virtual machine" if cpu.get("hypervisor") else ""))
+    c.print(f"  SIMD: {' '.join(s for s in cpu['simd'] if not s.startswith('avx512_'))}")
+    c.print(f"  vector code: {m['software']['vector_policy']}")
+    for cache in cpu["caches"]:
+        sharing = "private" if cache["private"] else f"shared by {cache['shared_by_cpus']} CPUs"
+        c.print(f"  {cache['name']} {cache['type'].lower()}: {fmt_bytes(cache['size_bytes'])} x {cache['instances']}"
+                f" ({sharing}, {cache['source']})")
+    c.print(f"  clock: nominal {cpu['nominal_ghz'] or 0:.3f} GHz ({cpu['nominal_ghz_source']}), "
+            f"measured {cpu.get('measured_ghz') or float('nan'):.3f} GHz (dependent-add chain)")
+    fu = cpu["fma_units"]
+    c.print(f"  FMA units: {fu['pipes']} x {fu['width_bits']}-bit ({fu['source']}"
+            f"{'; assumed' if fu.get('assumed') else ''})")
+    t = Table(title="Theoretical peaks at the " + m["cpu"]["theoretical"]["clock_source"])
+    for col in ("dtype", "threads", "GFLOP/s", "formula"):
+        t.add_column(col)
+    for p in cpu["theoretical"]["peaks"]:
+        t.add_row(p["dtype"], str(p["threads"]), f"{p['gflops']:.1f}", p["formula"])
+    c.print(t)
+    sw = m["software"]
+    blas = ", ".join(f"{b['internal_api']} {b['version']} ({b['architecture']})" for b in sw.get("blas", []))
+    c.print(f"  Python {sw['python']}, numpy {sw['numpy']}, numba {sw.get('numba')}, BLAS {blas or 'none'}")
+    c.print(f"  git commit: {m['git']['commit'] or m['git']['source']}")
+    from .cuda import backend
+
+    gpus = backend.describe_all()
+    if gpus.get("devices"):
+        for g in gpus["devices"]:
+            c.print(f"  GPU {g['index']}: {g['name']} (sm_{g['compute_capability']}, {g['sm_count']} SMs, "
+                    f"{fmt_bytes(g['memory_bytes'])}, L2 {fmt_bytes(g['l2_bytes'])})")
+    else:
+        c.print(f"  GPU: none usable ({gpus.get('reason')})", markup=False)
+    return 0
+
+
+# ---- run ---------------------------------------------------------------------------------------
+
+def cmd_run(args) -> int:
+    from . import machine
+    from .progress import RichProgress
+    from .results import ResultWriter
+    from .runner import Runner, Settings
+    from .threads import check_threads, max_threads
+
+    devices = _devices(args.device)
+    status = 0
+    for device in devices:
+        suites = _suites(args.suite, device)
+        if device == "cuda":
+            from .cuda import backend
+
+            backend.require()  # one-line DeviceUnavailable when there is no GPU/cupy
+        threads = check_threads(args.threads) if args.threads is not None else max_threads()
+        max_ws = parse_size(args.max_working_set) if args.max_working_set else None
+        out = Path(args.out)
+        budget = args.budget if args.budget is not None else (0.08 if args.quick else 0.3)
+        settings = Settings(budget_s=budget, target_s=0.004 if args.quick else 0.01,
+                            max_attempts=2 if args.quick else 3)
+        for suite in suites:
+            config = {"quick": args.quick, "threads": threads, "budget_s": budget,
+                      "max_working_set": max_ws, "suite": suite, "device": device}
+            desc = machine.describe()
+            if device == "cuda":
+                from .cuda import backend
+
+                desc["gpu"] = backend.describe(0)
+            writer = ResultWriter(out, desc, suite, device, config)
+            progress = RichProgress(f"{suite} on {device}")
+            runner = Runner(settings)
+            try:
+                _run_suite(suite, device, runner, writer, args, threads, max_ws, progress)
+            except KeyboardInterrupt:
+                progress.close()
+                writer.finish("interrupted")
+                print(f"rooflab: interrupted; kept what was measured in {writer.path}", file=sys.stderr)
+                return 130
+            except RooflabError:
+                progress.close()
+                writer.finish("failed")
+                raise
+            progress.close()
+            writer.finish("complete" if not writer.data["errors"] else "complete-with-errors")
+            files = []
+            if not args.no_plot:
+                from . import plots
+
+                files = plots.all_plots(writer.data, writer.path.with_suffix(""),
+                                        ops=writer.data.get("ops_placed"))
+            _summary(writer.data)
+            _agreement(writer, out)
+            print(f"result: {writer.path}")
+            for f in files:
+                print(f"plot:   {f}")
+            if writer.data["errors"]:
+                status = 1
+    return status
+
+
+def _run_suite(suite, device, runner, writer, args, threads, max_ws, progress):
+    if device == "cpu" and suite == "ceilings":
+        from .suite_ceilings import Plan, run
+
+        plan = Plan(threads_all=threads, quick=args.quick, max_ws=max_ws)
+        run(runner, writer, plan, progress)
+    elif device == "cuda" and suite == "ceilings":
+        from .cuda import suite as gpu_suite
+
+        gpu_suite.run(writer, quick=args.quick, progress=progress)
+    elif suite == "models":
+        from .models import measure
+
+        measure.run_suite(writer, device=device, quick=args.quick, threads=threads, progress=progress,
+                          model=args.model, batch=args.batch, ceilings_path=args.ceilings,
+                          out_dir=Path(args.out))
+    else:  # pragma: no cover - guarded by _suites
+        raise RooflabError(f"suite {suite!r} is not available on {device}")
+
+
+def _summary(data: dict) -> None:
+    from rich.table import Table
+
+    c = _console()
+    if data.get("ceilings"):
+        t = Table(title=f"Ceilings ({data['machine']['id']}, {data['device']})")
+        for col in ("ceiling", "median", "p20-p80", "unit", "notes"):
+            t.add_column(col, overflow="fold")
+        for ce in data["ceilings"]:
+            s = ce["stats"]
+            notes = []
+            if ce.get("noisy"):
+                notes.append("[red]noisy[/red]")
+            if ce.get("fraction_of_theoretical"):
+                notes.append(f"{ce['fraction_of_theoretical']:.0%} of theoretical")
+            if ce.get("above_105pct_of_theoretical"):
+                notes.append("[red]>105% of theoretical[/red]")
+            if ce["kind"] == "bandwidth" and ce.get("plateau_end_bytes") is not None and ce.get("os_size_bytes"):
+                notes.append(f"plateau ends {fmt_bytes(ce['plateau_end_bytes'])} (OS {fmt_bytes(ce['os_size_bytes'])})")
+            t.add_row(ce["name"], f"{ce['value']:.4g}", f"{s['p20']:.4g}-{s['p80']:.4g}", ce["unit"], ", ".join(notes))
+        c.print(t)
+    for e in data.get("errors", []):
+        c.print(f"[red]error[/red] {e.get('label')}: {e['error']}")
+    for n in data.get("notes", []):
+        c.print(f"[yellow]note[/yellow] {n}")
+
+
+def _agreement(writer, out: Path) -> None:
+    """Compare with the previous run of the same suite on this machine; say if it was noisy."""
+    from .results import load, previous_results
+
+    data = writer.data
+    prev = previous_results(out, data["machine"]["id"], data["suite"], data["device"], writer.path)
+    prev = [p for p in prev if p.stat().st_mtime < writer.path.stat().st_mtime]
+    if not prev or not data.get("ceilings"):
+        return
+    try:
+        old = load(prev[-1])
+    except RooflabError:
+        return
+    if old.get("config", {}).get("quick") != data["config"].get("quick"):
+        return
+    rows = compare_ceilings([old, data])
+    worst = [r for r in rows if r["ratios"][-1] is not None and abs(r["ratios"][-1] - 1) > AGREEMENT]
+    data["agreement"] = {"previous": str(prev[-1]), "tolerance": AGREEMENT,
+                         "disagreeing": [{"name": r["name"], "ratio": r["ratios"][-1]} for r in worst],
+                         "compared": len(rows)}
+    writer.save()
+    if worst:
+        names = ", ".join(f"{r['name']} ({r['ratios'][-1] - 1:+.0%})" for r in worst[:6])
+        print(f"noisy: {len(worst)} of {len(rows)} ceilings differ by more than {AGREEMENT:.0%} from "
+              f"{prev[-1].name}: {names}")
+    else:
+        print(f"consistent: all {len(rows)} ceilings within {AGREEMENT:.0%} of {prev[-1].name}")
+
+
+# ---- plot --------------------------------------------------------------------------------------
+
+def cmd_plot(args) -> int:
+    from . import plots
+    from .results import load
+
+    data = load(args.result)
+    stem = Path(args.output) if args.output else Path(args.result).with_suffix("")
+    if args.output and stem.suffix in (".png", ".svg"):
+        files = plots.roofline(data, stem, ops=data.get("ops_placed"))
+    else:
+        files = plots.all_plots(data, stem, ops=data.get("ops_placed"))
+    for f in files:
+        print(f)
+    return 0
+
+
+# ---- compare -----------------------------------------------------------------------------------
+
+def _key(c: dict) -> tuple:
+    return (c["kind"], c.get("level"), c.get("dtype"), c["threads"], c.get("kernel") if c["kind"] != "compute" else None, c["name"])
+
+
+def compare_ceilings(results: list[dict]) -> list[dict]:
+    """Rows of ceilings present in the first result, with each other result's value and ratio."""
+    base = {_key(c): c for c in results[0].get("ceilings", [])}
+    others = [{_key(c): c for c in r.get("ceilings", [])} for r in results[1:]]
+    rows = []
+    for k, c in base.items():
+        vals = [c["value"]] + [o[k]["value"] if k in o else None for o in others]
+        ratios = [None if v is None or not c["value"] else v / c["value"] for v in vals[1:]]
+        rows.append({"name": c["name"], "kind": c["kind"], "unit": c["unit"], "values": vals,
+                     "ratios": ratios, "lower_is_better": c["kind"] == "latency"})
+    return rows
+
+
+def cmd_compare(args) -> int:
+    from rich.table import Table
+
+    from .results import load
+
+    if len(args.results) < 2:
+        raise RooflabError("compare needs at least two result files", "rooflab compare A.json B.json")
+    data = [load(p) for p in args.results]
+    kinds = {d.get("device") for d in data}
+    if len(kinds) > 1:
+        print(f"note: comparing different devices ({', '.join(sorted(kinds))})", file=sys.stderr)
+    rows = compare_ceilings(data)
+    thr = args.threshold / 100
+    t = Table(title="Ceilings: " + " vs ".join(f"{d['machine']['id']} {d.get('started', '')[:16]}" for d in data))
+    t.add_column("ceiling")
+    t.add_column("unit")
+    for i, _ in enumerate(data):
+        t.add_column(chr(65 + i), justify="right")
+        if i:
+            t.add_column(f"{chr(65 + i)}/A", justify="right")
+    regressions = []
+    for r in rows:
+        cells = [r["name"], r["unit"], f"{r['values'][0]:.4g}"]
+        for v, ratio in zip(r["values"][1:], r["ratios"]):
+            if v is None:
+                cells += ["-", "-"]
+                continue
+            worse = (ratio > 1 + thr) if r["lower_is_better"] else (ratio < 1 - thr)
+            if worse:
+                regressions.append(r["name"])
+            cells += [f"{v:.4g}", f"[red]{ratio:.3f}[/red]" if worse else f"{ratio:.3f}"]
+        t.add_row(*cells)
+    _console().print(t)
+    if regressions:
+        print(f"regressed beyond {args.threshold:g}%: {len(regressions)} ceiling(s): {', '.join(regressions[:8])}")
+        return 1
+    print(f"no ceiling regressed beyond {args.threshold:g}%")
+    return 0
+
+
+# ---- place / report (model ops and HTML pages) -------------------------------------------------
+
+def cmd_place(args) -> int:
+    from .models import place
+
+    return place.cmd_place(args)
+
+
+def cmd_report(args) -> int:
+    from . import report
+
+    return report.cmd_report(args)

@@ -1,0 +1,22 @@
+"""Errors a user can act on: each carries a one-line message and the fix."""
+from __future__ import annotations
+
+
+class RooflabError(Exception):
+    """A problem with the user's input or machine. The CLI prints it as one line and exits 2."""
+
+    def __init__(self, message: str, fix: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return f"{self.message} (fix: {self.fix})" if self.fix else self.message
+
+
+class VerificationError(RooflabError):
+    """A kernel produced a wrong result: it gets this error, never a figure."""
+
+
+class DeviceUnavailable(RooflabError):
+    """The requested device (GPU, cupy, nvcc) is not usable here."""

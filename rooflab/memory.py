@@ -1,0 +1,72 @@
+"""Host memory: cache-line (page) aligned arrays, and a check that a working set fits.
+
+Bandwidth kernels need arrays that start on a cache line: a 64 B vector load that straddles two
+lines is two loads, and numpy only guarantees 16 B. Page alignment also keeps runs comparable
+(the same offset into every page, whatever malloc returned).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .errors import RooflabError
+
+PAGE = 4096
+
+
+def aligned_empty(n: int, dtype=np.float64, align: int = PAGE) -> np.ndarray:
+    """Uninitialised 1-D array of ``n`` elements whose data pointer is a multiple of ``align``."""
+    dtype = np.dtype(dtype)
+    raw = np.empty(n * dtype.itemsize + align, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % align
+    return raw[offset:offset + n * dtype.itemsize].view(dtype)
+
+
+def available_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (None where the OS does not say)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def require_fits(nbytes: int, what: str, headroom: float = 0.8) -> None:
+    """Raise a RooflabError before allocating ``nbytes`` that would not fit in free memory."""
+    avail = available_bytes()
+    if avail is not None and nbytes > headroom * avail:
+        raise RooflabError(
+            f"{what} needs {fmt_bytes(nbytes)} but only {fmt_bytes(avail)} of memory is free",
+            "pass a smaller --max-working-set (e.g. --max-working-set 1G) or free memory")
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            v = n / size
+            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def parse_size(text: str) -> int:
+    """'64K', '32MiB', '2G', '1048576' -> bytes (binary multiples)."""
+    s = str(text).strip().upper().replace("IB", "").replace("B", "")
+    mult = 1
+    for suffix, m in (("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40)):
+        if s.endswith(suffix):
+            s, mult = s[:-1], m
+            break
+    try:
+        value = float(s)
+    except ValueError:
+        raise RooflabError(f"cannot read size {text!r}", "write it like 64K, 32M or 2G") from None
+    if value <= 0:
+        raise RooflabError(f"size must be positive, got {text!r}")
+    return int(value * mult)

@@ -1,0 +1,168 @@
+"""From records to ceilings, and from ceilings to an empirical roofline.
+
+Bandwidth per memory level. The OS says how big each cache is (sysfs); the sweep says how fast
+each working-set size ran. A level's ceiling is the median of the sweep points *well inside* its
+capacity window, with the p20/p80 of those points as spread:
+
+  L1      (0, C1/2]                 private caches: C = size x threads in use
+  Lk      [2 C(k-1), Ck/2]          the last level, shared with other cores (and on a VM with
+  LLC     [2 C(k-1), C_llc/4]       other tenants), gets a wider margin
+  DRAM    [4 C_llc, inf)            STREAM's rule: arrays at least 4x the last-level cache
+
+Where the plateau really ends is reported next to the OS size: the last size, walking up from
+the window, whose bandwidth is still above the geometric mean of this level's and the next
+level's ceilings. (On a VM the L3 the OS reports is shared with other tenants and the plateau
+can end at half of it.)
+
+Roofline: attainable(I) = min(peak, I x BW_level); ridge point I* = peak / BW_level.
+"""
+from __future__ import annotations
+
+import math
+from statistics import median
+
+import numpy as np
+
+BANDWIDTH_UNIT = "GB/s"
+COMPUTE_UNIT = "GFLOP/s"
+LATENCY_UNIT = "ns"
+
+
+def capacity(cache: dict, threads: int) -> int:
+    """Bytes of this level available to ``threads`` threads (one per core)."""
+    if cache.get("private", False):
+        return cache["size_bytes"] * min(threads, cache.get("instances", threads))
+    per = max(cache.get("shared_by_cpus", 1), 1)
+    instances_used = max(1, math.ceil(threads / per)) if cache.get("instances", 1) > 1 else 1
+    return cache["size_bytes"] * min(instances_used, cache.get("instances", 1))
+
+
+def level_windows(caches: list[dict], threads: int) -> list[dict]:
+    """[{level, lo, hi, os_bytes}] for every cache level and DRAM (hi None = unbounded)."""
+    out = []
+    prev = None
+    for i, c in enumerate(caches):
+        cap = capacity(c, threads)
+        last = i == len(caches) - 1
+        lo = 0 if prev is None else 2 * prev
+        hi = cap / (4 if (last and not c.get("private", False)) else 2)
+        out.append({"level": c["name"], "lo": lo, "hi": hi, "os_bytes": cap})
+        prev = cap
+    out.append({"level": "DRAM", "lo": 4 * prev if prev else 0, "hi": None, "os_bytes": None})
+    return out
+
+
+def _in_window(size: float, w: dict) -> bool:
+    return size >= w["lo"] and (w["hi"] is None or size <= w["hi"])
+
+
+def bandwidth_ceilings(points: list[dict], caches: list[dict], threads: int, kernel: str,
+                       dtype: str = "float64") -> list[dict]:
+    """Ceilings of one kernel at one thread count from its sweep points."""
+    pts = sorted((p for p in points if p.get("status", "ok") == "ok" and p.get("gbps")
+                  and p.get("threads") == threads and p.get("kernel") == kernel),
+                 key=lambda p: p["working_set_bytes"])
+    windows = level_windows(caches, threads)
+    out = []
+    for w in windows:
+        inside = [p for p in pts if _in_window(p["working_set_bytes"], w)]
+        if not inside:
+            continue
+        values = [p["gbps"]["median"] for p in inside]
+        noisy_share = sum(bool(p.get("noisy")) for p in inside) / len(inside)
+        out.append({
+            "name": f"{w['level']} {kernel} bandwidth, {threads} thread{'s' if threads > 1 else ''}",
+            "kind": "bandwidth", "level": w["level"], "dtype": dtype, "threads": threads,
+            "kernel": kernel, "value": float(median(values)), "unit": BANDWIDTH_UNIT,
+            "stats": {"median": float(median(values)), "p20": float(np.quantile(values, 0.2)),
+                      "p80": float(np.quantile(values, 0.8)), "min": float(min(values)),
+                      "max": float(max(values)), "n_points": len(values)},
+            "window_bytes": [w["lo"], w["hi"]], "os_size_bytes": w["os_bytes"],
+            "points_bytes": [p["working_set_bytes"] for p in inside],
+            "noisy": noisy_share > 0.5,
+        })
+    _plateau_ends(out, pts)
+    return out
+
+
+def _plateau_ends(ceilings: list[dict], pts: list[dict]) -> None:
+    for cur, nxt in zip(ceilings, ceilings[1:]):
+        threshold = math.sqrt(cur["value"] * nxt["value"])
+        end = None
+        for p in pts:
+            if p["working_set_bytes"] < cur["window_bytes"][0]:
+                continue
+            if p["gbps"]["median"] >= threshold:
+                end = p["working_set_bytes"]
+            else:
+                break
+        cur["plateau_end_bytes"] = end
+        cur["plateau_threshold_gbps"] = threshold
+    if ceilings:
+        ceilings[-1].setdefault("plateau_end_bytes", None)
+
+
+def attainable(intensity, peak: float, bandwidth: float):
+    """min(peak, I x BW) for scalar or array I (FLOP/byte), in the units of peak."""
+    return np.minimum(peak, np.asarray(intensity, dtype=float) * bandwidth)
+
+
+def ridge_point(peak: float, bandwidth: float) -> float:
+    return peak / bandwidth
+
+
+class Roofline:
+    """The measured roofs of one result file, looked up by dtype, threads and memory level."""
+
+    LEVEL_ORDER = ("L1", "L2", "L3", "L4", "DRAM", "HBM", "shared", "host")
+
+    def __init__(self, result: dict):
+        self.result = result
+        self.ceilings = result.get("ceilings", [])
+
+    def thread_counts(self) -> list[int]:
+        return sorted({c["threads"] for c in self.ceilings if c["kind"] in ("compute", "bandwidth")})
+
+    def peak(self, dtype: str, threads: int | None = None) -> dict | None:
+        cands = [c for c in self.ceilings if c["kind"] == "compute" and c["dtype"] == dtype
+                 and (threads is None or c["threads"] == threads)]
+        return max(cands, key=lambda c: c["value"]) if cands else None
+
+    def memory_roofs(self, threads: int | None = None) -> list[dict]:
+        """Best kernel per level (a roof is an upper bound: the fastest way to move the bytes)."""
+        best: dict = {}
+        for c in self.ceilings:
+            if c["kind"] != "bandwidth" or (threads is not None and c["threads"] != threads):
+                continue
+            if c["level"] not in best or c["value"] > best[c["level"]]["value"]:
+                best[c["level"]] = c
+        order = {name: i for i, name in enumerate(self.LEVEL_ORDER)}
+        return sorted(best.values(), key=lambda c: order.get(c["level"], 99))
+
+    def memory_roof(self, level: str, threads: int | None = None) -> dict | None:
+        for c in self.memory_roofs(threads):
+            if c["level"] == level:
+                return c
+        return None
+
+    def main_memory_roof(self, threads: int | None = None) -> dict | None:
+        """DRAM (or HBM on a GPU), else the slowest level measured."""
+        roofs = self.memory_roofs(threads)
+        for name in ("DRAM", "HBM"):
+            for c in roofs:
+                if c["level"] == name:
+                    return c
+        return min(roofs, key=lambda c: c["value"]) if roofs else None
+
+    def latency(self, name_contains: str | None = None) -> list[dict]:
+        return [c for c in self.ceilings if c["kind"] == "latency"
+                and (name_contains is None or name_contains in c["name"])]
+
+    def ridge(self, dtype: str, threads: int | None = None, level: str = "DRAM") -> float | None:
+        p = self.peak(dtype, threads)
+        m = self.memory_roof(level, threads) if level else self.main_memory_roof(threads)
+        if m is None:
+            m = self.main_memory_roof(threads)
+        if not p or not m:
+            return None
+        return ridge_point(p["value"], m["value"])

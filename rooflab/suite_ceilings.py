@@ -1,0 +1,279 @@
+"""The `ceilings` suite on the CPU: clock, dispatch latency, FMA peaks, the bandwidth staircase and
+the intensity sweep, measured with the kernels of kernels/cpu and turned into ceilings.
+
+Time budget (this 2-core VM): --quick ~1 min, full ~10 min. The large sizes dominate: a 2 GiB
+pass at ~20 GB/s is 0.1 s, and a DRAM-sized intensity point at 256 FLOP/B would take seconds per
+pass, so the intensity sweep processes one slice per call and moves to the next slice each call:
+every call streams data that has not been touched for ~4x LLC bytes, i.e. from DRAM.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from statistics import median
+
+import numpy as np
+
+from . import roofline
+from .kernels.cpu import ert, stream
+from .memory import aligned_empty, fmt_bytes, require_fits
+from .registry import Variant, get_variant
+from .runner import Runner
+from .work import Work
+
+KERNELS = ("read", "copy", "triad")
+INTENSITIES_FP64 = [(1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (32, 1), (32, 2), (32, 4), (32, 8),
+                    (32, 16), (32, 32), (32, 64)]  # (K, passes): I = K * passes / 8 FLOP/B
+PEAK_CONFIGS = [(32, 4), (16, 4)]  # (K, S) tried for the FMA peak; the best median is the ceiling
+
+
+@dataclass
+class Plan:
+    threads_all: int
+    quick: bool
+    min_ws: int = 8 << 10
+    max_ws: int | None = None
+    sweep_factor: float = 2.0
+    intensity_ws: int | None = None
+    skip: set = field(default_factory=set)
+
+    def thread_counts(self) -> list[int]:
+        return sorted({1, self.threads_all})
+
+
+def sweep_sizes(lo: int, hi: int, factor: float) -> list[int]:
+    """Geometric sizes from lo to at least hi, each a multiple of 4 KiB (3 arrays x 64 B lines)."""
+    sizes, s = [], float(lo)
+    while True:
+        v = int(round(s / 4096)) * 4096 or 4096
+        if not sizes or v > sizes[-1]:
+            sizes.append(v)
+        if v >= hi:
+            return sizes
+        s *= factor
+
+
+def default_max_ws(caches: list[dict]) -> int:
+    llc = caches[-1]["size_bytes"] if caches else 64 << 20
+    return max(4 * llc, 64 << 20)
+
+
+def plan_steps(plan: Plan, sizes: list[int]) -> int:
+    n = 1  # clock
+    if "latency" not in plan.skip:
+        n += 3
+    if "compute" not in plan.skip:
+        n += 2 * len(plan.thread_counts()) * len(PEAK_CONFIGS)
+    if "bandwidth" not in plan.skip:
+        n += len(sizes) * len(KERNELS) * len(plan.thread_counts())
+    if "intensity" not in plan.skip:
+        n += len(INTENSITIES_FP64)
+    return n
+
+
+def views(buf: np.ndarray, kernel: str) -> tuple:
+    """Split one working-set buffer into the kernel's arrays, each starting on a cache line."""
+    k = stream.ARRAYS[kernel]
+    part = (buf.size // k) // stream.ALIGN_ELEMS * stream.ALIGN_ELEMS
+    return tuple(buf[i * part:(i + 1) * part] for i in range(k))
+
+
+def measure_latency(runner: Runner, writer, threads_all: int, step) -> None:
+    cases = [("cpu.latency.empty", (), 1, 20000),
+             ("cpu.latency.ufunc", get_variant("cpu.latency.ufunc").inputs(8), 1, 5000),
+             ("cpu.latency.fork_join", (np.zeros(threads_all),), threads_all, 200)]
+    for name, inputs, threads, calls in cases:
+        step(f"latency {name.split('.')[-1]}")
+        rec = runner.measure(name, inputs, threads=threads, reps=calls, cv_limit=0.15,
+                             meta={"kernel": name.split(".")[-1]})
+        writer.add_record(rec)
+
+
+def measure_peaks(runner: Runner, writer, plan: Plan, l1_bytes: int, step) -> None:
+    v = get_variant("cpu.ert.fma")
+    for dtype in (np.float64, np.float32):
+        for threads in plan.thread_counts():
+            for K, S in PEAK_CONFIGS:
+                step(f"FMA peak {np.dtype(dtype).name} K={K} {threads}T")
+                block = ert.block_elements(l1_bytes, np.dtype(dtype).itemsize, S)
+                (a,) = v.inputs(block * threads, dtype, seed=threads)
+                rec = runner.measure(v, (a,), threads=threads, params={"K": K, "S": S, "block": block},
+                                     verify_params={"reps": 2},
+                                     meta={"kernel": "fma", "block_bytes": block * a.itemsize})
+                writer.add_record(rec)
+
+
+def measure_bandwidth(runner: Runner, writer, plan: Plan, sizes: list[int], step) -> None:
+    for ws in sizes:
+        buf = aligned_empty(ws // 8, np.float64)
+        stream.fill_pattern(buf, plan.threads_all)
+        for kernel in KERNELS:
+            v = get_variant(f"cpu.stream.{kernel}")
+            arrays = views(buf, kernel)
+            for threads in plan.thread_counts():
+                step(f"{kernel} {fmt_bytes(ws)} {threads}T")
+                rec = runner.measure(v, arrays, threads=threads, label=f"{kernel} {fmt_bytes(ws)}",
+                                     meta={"kernel": kernel}, cv_limit=0.10,
+                                     max_attempts=2 if plan.quick else 3)
+                writer.add_record(rec, sweep="bandwidth")
+        del buf
+
+
+class _Rotating:
+    """The ERT kernel applied to the next slice of a large array on every call."""
+
+    def __init__(self, a: np.ndarray, slice_elems: int):
+        self.a = a
+        self.n = slice_elems
+        self.offset = 0
+
+    def current(self) -> np.ndarray:
+        return self.a[self.offset:self.offset + self.n]
+
+    def advance(self) -> None:
+        self.offset += self.n
+        if self.offset + self.n > self.a.size:
+            self.offset = 0
+
+
+def rotating_variant(rot: _Rotating) -> Variant:
+    base = get_variant("cpu.ert.fma")
+
+    def kernel(a, reps=1, threads=None, **p):
+        out = base.kernel(rot.current(), reps=reps, threads=threads, **p)
+        rot.advance()
+        return out
+
+    return Variant(
+        name="cpu.ert.fma", family="ert", device="cpu",
+        description=base.description + " (one slice per call, rotating through the array)",
+        kernel=kernel,
+        reference=lambda a, **p: base.reference(rot.current(), **p),
+        work=lambda a, **p: base.work(rot.current(), **p),
+        inputs=base.inputs, defaults=base.defaults,
+    )
+
+
+def measure_intensity(runner: Runner, writer, plan: Plan, l1_bytes: int, ws: int, step) -> None:
+    threads = plan.threads_all
+    block = ert.block_elements(l1_bytes, 8)
+    unit = block * threads
+    n = max(unit, (ws // 8) // unit * unit)
+    a = aligned_empty(n, np.float64)
+    stream.fill_pattern(a, threads)
+    target = 0.05 if plan.quick else 0.15
+    for K, passes in INTENSITIES_FP64:
+        intensity = K * passes / 8
+        step(f"intensity {intensity:g} FLOP/B")
+        # slice length for ~target seconds per call, from a measured 1/16 of the array
+        probe = max(unit, (n // 16) // unit * unit)
+        rot = _Rotating(a, probe)
+        v = rotating_variant(rot)
+        v.kernel(a, reps=passes, threads=threads, K=K, S=ert.DEFAULT_S, block=block)  # compile
+        t0 = time.perf_counter()
+        v.kernel(a, reps=passes, threads=threads, K=K, S=ert.DEFAULT_S, block=block)
+        dt = time.perf_counter() - t0
+        # at least 8 MiB per call, so the parallel region's fork/join stays negligible
+        floor = max(unit, ((8 << 20) // 8) // unit * unit)
+        slice_elems = int(min(n, max(floor, probe * target / max(dt, 1e-6))) // unit * unit)
+        rot.n, rot.offset = slice_elems, 0
+        rec = runner.measure(v, (a,), threads=threads, reps=passes,
+                             params={"K": K, "S": ert.DEFAULT_S, "block": block},
+                             label=f"intensity {intensity:g}", cv_limit=0.10, max_attempts=2,
+                             meta={"kernel": "ert", "intensity": intensity, "array_bytes": a.nbytes,
+                                   "slice_bytes": slice_elems * 8})
+        writer.add_record(rec, sweep="intensity")
+    del a
+
+
+def derive_ceilings(data: dict) -> list[dict]:
+    """All ceilings of a CPU result document, from its records (also used to re-derive)."""
+    machine = data["machine"]
+    caches = machine["cpu"]["caches"]
+    theo = {(p["dtype"], p["threads"]): p for p in machine["cpu"].get("theoretical", {}).get("peaks", [])}
+    out: list[dict] = []
+    recs = [r for r in data["records"] if r.get("status") == "ok"]
+    # compute peaks: best median over the (K, S) configurations
+    for dtype in ("float64", "float32"):
+        for threads in sorted({r["threads"] for r in recs if r["family"] == "ert"}):
+            cands = [r for r in recs if r["family"] == "ert" and r.get("kernel") == "fma"
+                     and r["dtype"] == dtype and r["threads"] == threads]
+            if not cands:
+                continue
+            best = max(cands, key=lambda r: r["gflops"]["median"])
+            c = {"name": f"{'FP64' if dtype == 'float64' else 'FP32'} FMA peak, {threads} thread"
+                         f"{'s' if threads > 1 else ''}",
+                 "kind": "compute", "level": None, "dtype": dtype, "threads": threads,
+                 "value": best["gflops"]["median"], "unit": roofline.COMPUTE_UNIT,
+                 "stats": best["gflops"], "kernel": f"ert K={best['params']['K']} S={best['params']['S']}",
+                 "noisy": best["noisy"]}
+            t = theo.get((dtype, threads))
+            if t:
+                c["theoretical"] = t["gflops"]
+                c["fraction_of_theoretical"] = c["value"] / t["gflops"]
+                c["above_105pct_of_theoretical"] = c["value"] > 1.05 * t["gflops"]
+            out.append(c)
+    # bandwidth per level
+    pts = data["sweeps"]["bandwidth"]
+    for threads in sorted({p["threads"] for p in pts}):
+        for kernel in KERNELS:
+            out.extend(roofline.bandwidth_ceilings(pts, caches, threads, kernel))
+    # latency
+    for r in recs:
+        if r["family"] == "latency":
+            out.append({"name": f"dispatch: {r['variant'].split('.')[-1]}", "kind": "latency",
+                        "level": None, "dtype": None, "threads": r["threads"],
+                        "value": r["ns_per_launch"]["median"], "unit": roofline.LATENCY_UNIT,
+                        "stats": r["ns_per_launch"], "kernel": r["variant"], "noisy": r["noisy"]})
+    return out
+
+
+def run(runner: Runner, writer, plan: Plan, progress) -> None:
+    """Measure everything in ``plan`` and store ceilings; the writer saves after every step."""
+    machine = writer.data["machine"]
+    caches = machine["cpu"]["caches"]
+    l1 = caches[0]["size_bytes"] if caches else 32 << 10
+    max_ws = plan.max_ws or default_max_ws(caches)
+    sizes = sweep_sizes(plan.min_ws, max_ws, plan.sweep_factor)
+    intensity_ws = plan.intensity_ws or (min(max_ws, 512 << 20) if plan.quick else max_ws)
+    require_fits(int(max(sizes[-1], intensity_ws) * 2.2), f"a working set of {fmt_bytes(max(sizes[-1], intensity_ws))}")
+    writer.data["config"].update(sweep_bytes=sizes, intensity_array_bytes=intensity_ws)
+    if caches and intensity_ws < 4 * caches[-1]["size_bytes"]:
+        writer.data["notes"].append(
+            f"intensity sweep array {fmt_bytes(intensity_ws)} is below 4x the LLC "
+            f"({fmt_bytes(4 * caches[-1]['size_bytes'])}); its low-intensity points may see cache bandwidth")
+    task = progress.start(plan_steps(plan, sizes))
+    step = progress.step
+
+    step("clock probe")
+    clocks = {t: [] for t in plan.thread_counts()}
+    for _ in range(5):
+        for t in plan.thread_counts():
+            probe = runner.probe_clock(t)
+            if probe:
+                clocks[t].append(min(probe))
+    if clocks[1]:
+        ghz = median(clocks[1])
+        machine["cpu"]["measured_ghz"] = ghz
+        machine["cpu"]["measured_ghz_all_threads"] = {str(t): median(v) for t, v in clocks.items() if v}
+        from .machine import peaks_for
+
+        machine["cpu"]["theoretical"] = peaks_for(machine["cpu"], ghz)
+    writer.save()
+    if "latency" not in plan.skip:
+        measure_latency(runner, writer, plan.threads_all, step)
+    if "compute" not in plan.skip:
+        measure_peaks(runner, writer, plan, l1, step)
+    if "bandwidth" not in plan.skip:
+        measure_bandwidth(runner, writer, plan, sizes, step)
+    if "intensity" not in plan.skip:
+        measure_intensity(runner, writer, plan, l1, intensity_ws, step)
+    writer.data["ceilings"] = derive_ceilings(writer.data)
+    for c in writer.data["ceilings"]:
+        if c.get("above_105pct_of_theoretical"):
+            writer.data["notes"].append(
+                f"{c['name']} is {c['fraction_of_theoretical']:.0%} of its theoretical peak: a counting "
+                f"bug or a clock above the one probed")
+    writer.save()
+    progress.done(task)
