@@ -25,7 +25,7 @@ from .work import Work
 KERNELS = ("read", "copy", "triad")
 INTENSITIES_FP64 = [(1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (32, 1), (32, 2), (32, 4), (32, 8),
                     (32, 16), (32, 32), (32, 64)]  # (K, passes): I = K * passes / 8 FLOP/B
-PEAK_CONFIGS = [(32, 4), (16, 4)]  # (K, S) tried for the FMA peak; the best median is the ceiling
+PEAK_CONFIGS = [(64, 8), (32, 8)]  # (K, S) tried for the FMA peak; the best median is the ceiling
 
 
 @dataclass

@@ -61,9 +61,9 @@ def main() -> int:
     runner = Runner(Settings(budget_s=0.5, target_s=0.02, max_attempts=1, probe_clock=False))
 
     def ert_peak(dtype, threads):
-        block = ert.block_elements(l1, np.dtype(dtype).itemsize)
+        block = ert.block_elements(l1, np.dtype(dtype).itemsize, 8)
         (a,) = rooflab.get_variant("cpu.ert.fma").inputs(block * threads, dtype)
-        r = runner.measure("cpu.ert.fma", (a,), threads=threads, params={"K": 32, "S": 4, "block": block},
+        r = runner.measure("cpu.ert.fma", (a,), threads=threads, params={"K": 64, "S": 8, "block": block},
                            verify_params={"reps": 2})
         return r["gflops"]["median"]
 

@@ -1,0 +1,253 @@
+"""Run model ops for real: the framework path (numpy + its BLAS) on the CPU, and rooflab's own
+kernel where one exists; each implementation is checked against a float64 reference first.
+
+  gemm / batched_gemm   np.matmul(out=) (+ bias add)            BLAS sgemm/dgemm
+  conv2d                im2col (strided view, one copy) + one GEMM; 1x1/stride-1 convs skip im2col
+  batchnorm (inference) y = x * scale[c] + shift[c]            2 ufunc passes
+  relu / gelu / add     np.maximum / tanh-GELU / np.add         gelu: BERT's erf form differs by <1e-3
+                                                                and has the same memory traffic
+  softmax               max, subtract, exp, sum, divide        5 ufunc passes
+  layernorm             mean, var, normalise, scale, shift
+  embedding             np.take of each table, summed
+  maxpool / avgpool     sliding-window max / mean over H, W
+``dispatches`` counts the numpy/BLAS calls an implementation makes: its latency floor is that
+many times the measured dispatch latency.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from ..memory import fmt_bytes, require_fits
+from .ops import ITEMSIZE, min_bytes, output_numel
+
+
+@dataclass
+class Impl:
+    name: str
+    run: Callable[[], np.ndarray]
+    reference: Callable[[], np.ndarray]
+    dispatches: int
+    footprint: int
+
+
+def _rand(rng, shape, dtype, scale=1.0):
+    return (rng.standard_normal(shape, dtype=np.float32) * scale).astype(dtype, copy=False)
+
+
+def footprint_bytes(op: dict) -> int:
+    """Rough upper bound of the memory an op's run and verification need."""
+    base = min_bytes(op) / ITEMSIZE[op["dtype"]] * 8  # float64 reference copies
+    s = op["shape"]
+    if op["kind"] == "conv2d":
+        cols = s["N"] * s["P"] * s["Q"] * (s["C"] // s["groups"]) * s["R"] * s["S"]
+        base += cols * (ITEMSIZE[op["dtype"]] + 8)
+    return int(2 * base + 8 * output_numel(op))
+
+
+def build(op: dict, seed: int = 0, own: bool = False) -> Impl | None:
+    """Inputs and the callable for one op (None when ``own`` and rooflab has no kernel for it)."""
+    need = footprint_bytes(op)
+    require_fits(need, f"op {op['name']!r} ({fmt_bytes(need)})")
+    rng = np.random.default_rng(seed)
+    dt = np.dtype("float32" if op["dtype"] in ("float16", "bfloat16") else op["dtype"])
+    k, s = op["kind"], op["shape"]
+    f64 = np.float64
+    if own:
+        return _own(op, rng, dt)
+    if k in ("gemm", "batched_gemm"):
+        b = s.get("batch", 1) if k == "batched_gemm" else s.get("batch", 1)
+        M, N, K = s["M"], s["N"], s["K"]
+        a = _rand(rng, (b, M, K) if b > 1 else (M, K), dt)
+        w = _rand(rng, (b, K, N) if k == "batched_gemm" and b > 1 else (K, N), dt, 1 / np.sqrt(K))
+        c = np.empty((b, M, N) if b > 1 else (M, N), dtype=dt)
+        bias = _rand(rng, (N,), dt) if s.get("bias") else None
+
+        def run():
+            np.matmul(a, w, out=c)
+            if bias is not None:
+                np.add(c, bias, out=c)
+            return c
+
+        def ref():
+            r = np.matmul(a.astype(f64), w.astype(f64))
+            return r + bias if bias is not None else r
+
+        return Impl("numpy.matmul (BLAS)" + (" + bias" if bias is not None else ""), run, ref,
+                    1 + (bias is not None), need)
+    if k == "conv2d":
+        return _conv(op, rng, dt, need)
+    if k == "batchnorm":
+        x = _rand(rng, (s["N"], s["C"], s["H"], s["W"]), dt)
+        scale = (rng.random(s["C"]) + 0.5).astype(dt)[:, None, None]
+        shift = _rand(rng, (s["C"],), dt)[:, None, None]
+        y = np.empty_like(x)
+
+        def run():
+            np.multiply(x, scale, out=y)
+            np.add(y, shift, out=y)
+            return y
+
+        return Impl("numpy x*scale+shift", run, lambda: x.astype(f64) * scale + shift, 2, need)
+    if k in ("relu", "gelu", "add"):
+        n = s["numel"]
+        x = _rand(rng, (n,), dt)
+        y = np.empty_like(x)
+        if k == "relu":
+            return Impl("numpy.maximum", lambda: np.maximum(x, 0, out=y), lambda: np.maximum(x.astype(f64), 0), 1, need)
+        if k == "add":
+            z = _rand(rng, (n,), dt)
+            return Impl("numpy.add", lambda: np.add(x, z, out=y), lambda: x.astype(f64) + z, 1, need)
+        c0, c1 = dt.type(np.sqrt(2 / np.pi)), dt.type(0.044715)
+        t = np.empty_like(x)
+
+        def gelu():
+            np.multiply(x, x, out=t)
+            np.multiply(t, x, out=t)
+            np.multiply(t, c1, out=t)
+            np.add(t, x, out=t)
+            np.multiply(t, c0, out=t)
+            np.tanh(t, out=t)
+            np.add(t, 1, out=t)
+            np.multiply(t, x, out=y)
+            np.multiply(y, 0.5, out=y)
+            return y
+
+        def gelu_ref():
+            x64 = x.astype(f64)
+            return 0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64 ** 3)))
+
+        return Impl("numpy tanh-GELU", gelu, gelu_ref, 9, need)
+    if k == "softmax":
+        x = _rand(rng, (s["rows"], s["cols"]), dt, 3.0)
+        y = np.empty_like(x)
+        m = np.empty((s["rows"], 1), dtype=dt)
+
+        def run():
+            np.max(x, axis=1, keepdims=True, out=m)
+            np.subtract(x, m, out=y)
+            np.exp(y, out=y)
+            np.sum(y, axis=1, keepdims=True, out=m)
+            np.divide(y, m, out=y)
+            return y
+
+        def ref():
+            e = np.exp(x.astype(f64) - x.max(axis=1, keepdims=True))
+            return e / e.sum(axis=1, keepdims=True)
+
+        return Impl("numpy softmax (5 passes)", run, ref, 5, need)
+    if k == "layernorm":
+        x = _rand(rng, (s["rows"], s["cols"]), dt)
+        g = (rng.random(s["cols"]) + 0.5).astype(dt)
+        bta = _rand(rng, (s["cols"],), dt)
+        y = np.empty_like(x)
+        mu = np.empty((s["rows"], 1), dtype=dt)
+        var = np.empty((s["rows"], 1), dtype=dt)
+
+        def run():
+            np.mean(x, axis=1, keepdims=True, out=mu)
+            np.subtract(x, mu, out=y)
+            np.mean(np.square(y), axis=1, keepdims=True, out=var)
+            np.add(var, 1e-5, out=var)
+            np.sqrt(var, out=var)
+            np.divide(y, var, out=y)
+            np.multiply(y, g, out=y)
+            np.add(y, bta, out=y)
+            return y
+
+        def ref():
+            x64 = x.astype(f64)
+            mu64 = x64.mean(axis=1, keepdims=True)
+            return (x64 - mu64) / np.sqrt(x64.var(axis=1, keepdims=True) + 1e-5) * g + bta
+
+        return Impl("numpy layernorm", run, ref, 9, need)
+    if k == "embedding":
+        T, d, V = s["tokens"], s["dim"], s["vocab"]
+        tables = [_rand(rng, (V, d), dt)] + [_rand(rng, (max(T, 2), d), dt) for _ in range(s.get("tables", 1) - 1)]
+        ids = [rng.integers(0, V, T)] + [np.arange(T) for _ in tables[1:]]
+        y = np.empty((T, d), dtype=dt)
+        tmp = np.empty_like(y)
+
+        def run():
+            np.take(tables[0], ids[0], axis=0, out=y)
+            for tab, i in zip(tables[1:], ids[1:]):
+                np.take(tab, i, axis=0, out=tmp)
+                np.add(y, tmp, out=y)
+            return y
+
+        def ref():
+            return sum(t.astype(f64)[i] for t, i in zip(tables, ids))
+
+        return Impl("numpy.take (+ add per extra table)", run, ref, 1 + 2 * (len(tables) - 1), need)
+    if k == "maxpool":
+        x = _rand(rng, (s["N"], s["C"], s["H"], s["W"]), dt)
+        p, kk, st = s["pad"], s["kernel"], s["stride"]
+        xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=-np.inf)
+        win = sliding_window_view(xp, (kk, kk), axis=(2, 3))[:, :, ::st, ::st][:, :, :s["P"], :s["Q"]]
+
+        def run():
+            return win.max(axis=(4, 5))
+
+        return Impl("numpy sliding-window max", run, lambda: win.astype(f64).max(axis=(4, 5)), 1, need)
+    if k == "avgpool":
+        x = _rand(rng, (s["N"], s["C"], s["H"], s["W"]), dt)
+        y = np.empty((s["N"], s["C"]), dtype=dt)
+        return Impl("numpy.mean", lambda: np.mean(x, axis=(2, 3), out=y), lambda: x.astype(f64).mean(axis=(2, 3)), 1, need)
+    raise KeyError(k)  # pragma: no cover
+
+
+def _conv(op, rng, dt, need) -> Impl:
+    s = op["shape"]
+    N, C, H, W, K, R, S = (s[x] for x in ("N", "C", "H", "W", "K", "R", "S"))
+    P, Q, g = s["P"], s["Q"], s["groups"]
+    sh, sw, ph, pw = s["stride_h"], s["stride_w"], s["pad_h"], s["pad_w"]
+    x = _rand(rng, (N, C, H, W), dt)
+    w = _rand(rng, (K, C // g, R, S), dt, 1 / np.sqrt(C // g * R * S))
+    if g != 1:
+        raise NotImplementedError("grouped convolution is not implemented on the numpy path")
+    wm = w.reshape(K, C * R * S)
+    if R == S == 1 and sh == sw == 1 and ph == pw == 0:
+        xm = x.reshape(N, C, H * W)
+        y = np.empty((N, K, H * W), dtype=dt)
+        w2 = w.reshape(K, C)
+
+        def run():
+            np.matmul(w2, xm, out=y)
+            return y.reshape(N, K, P, Q)
+
+        name, disp = "1x1 conv as one GEMM (BLAS)", 1
+    else:
+        xp = np.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype=dt)
+        cols = np.empty((N, P, Q, C, R, S), dtype=dt)
+        y = np.empty((N, P * Q, K), dtype=dt)
+
+        def run():
+            xp[:, :, ph:ph + H, pw:pw + W] = x
+            win = sliding_window_view(xp, (R, S), axis=(2, 3))[:, :, ::sh, ::sw][:, :, :P, :Q]
+            np.copyto(cols, win.transpose(0, 2, 3, 1, 4, 5))
+            np.matmul(cols.reshape(N, P * Q, C * R * S), wm.T, out=y)
+            return y.transpose(0, 2, 1).reshape(N, K, P, Q)
+
+        name, disp = "im2col + GEMM (BLAS)", 3
+
+    def ref():
+        xp64 = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+        win = sliding_window_view(xp64, (R, S), axis=(2, 3))[:, :, ::sh, ::sw][:, :, :P, :Q]
+        return np.einsum("ncpqrs,kcrs->nkpq", win, w.astype(np.float64), optimize=True)
+
+    return Impl(name, run, ref, disp, need)
+
+
+def _own(op, rng, dt) -> Impl | None:
+    """rooflab's own kernel for this op, where one exists (elementwise add = triad with s=1)."""
+    if op["kind"] != "add":
+        return None
+    from ..registry import get_variant
+
+    v = get_variant("cpu.stream.triad")
+    a, b, c = v.inputs(op["shape"]["numel"], dt)
+    return Impl("rooflab cpu.stream.triad (s=1)", lambda: v(a, b, c, s=1.0),
+                lambda: b.astype(np.float64) + c, 1, 3 * a.nbytes)

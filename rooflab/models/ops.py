@@ -1,0 +1,214 @@
+"""One formula per op kind: FLOPs and minimum (compulsory) bytes.
+
+FLOP conventions are the DeepSpeed flops profiler's (also torch.utils.flop_counter's for GEMM/conv):
+GEMM/conv = 2 x MACs (an FMA is 2 FLOP), Linear bias not counted, conv bias = N*K*P*Q;
+relu/gelu/softmax/add = 1 per element; batch norm (inference, affine) = 2 per element; layer norm
+(affine) = 5 per element; pooling = 1 per *input* element; embedding gather = 0.
+Minimum bytes: every distinct input read once and every output written once; weights shared over
+the batch are read once; token ids are int64. intensity = flops / min_bytes is an upper bound on
+the DRAM intensity of any implementation.
+
+An op is a dict: {"kind": ..., "shape": {...}, "dtype": "float32", "name": ..., "count": 1, "model": ...}
+"""
+from __future__ import annotations
+
+import math
+
+from ..errors import RooflabError
+
+ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "fp32": 4, "fp16": 2, "bf16": 2, "fp64": 8}
+DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64"}
+
+# kind -> required shape fields (optional ones get defaults in _shape)
+REQUIRED = {
+    "gemm": ("M", "N", "K"),
+    "batched_gemm": ("batch", "M", "N", "K"),
+    "conv2d": ("N", "C", "H", "W", "K", "R", "S"),
+    "batchnorm": ("N", "C", "H", "W"),
+    "relu": ("numel",), "gelu": ("numel",), "add": ("numel",),
+    "softmax": ("rows", "cols"),
+    "layernorm": ("rows", "cols"),
+    "embedding": ("tokens", "dim", "vocab"),
+    "maxpool": ("N", "C", "H", "W", "kernel", "stride"),
+    "avgpool": ("N", "C", "H", "W"),
+}
+KIND_ALIASES = {"matmul": "gemm", "linear": "gemm", "gemv": "gemm", "bmm": "batched_gemm",
+                "batched_gemv": "batched_gemm", "conv": "conv2d", "batchnorm_inference": "batchnorm",
+                "batch_norm": "batchnorm", "layer_norm": "layernorm", "global_avgpool": "avgpool"}
+ELEMENTWISE = ("relu", "gelu", "add")
+
+
+def normalize(op: dict) -> dict:
+    """Validated copy of ``op`` with canonical kind, dtype and derived shape fields.
+
+    Raises RooflabError naming the op and the problem (unknown kind, missing or inconsistent field)."""
+    if not isinstance(op, dict):
+        raise RooflabError(f"op {op!r} is not an object", "each op is {\"kind\": ..., \"shape\": {...}}")
+    name = op.get("name") or op.get("layer") or op.get("kind", "?")
+    kind = KIND_ALIASES.get(str(op.get("kind", "")).lower(), str(op.get("kind", "")).lower())
+    if kind not in REQUIRED:
+        raise RooflabError(f"op {name!r}: unknown kind {op.get('kind')!r}",
+                           f"use one of: {', '.join(sorted(REQUIRED))} (or matmul, linear, gemv, bmm)")
+    shape = dict(op.get("shape") or {})
+    if kind == "gemm" and "M" not in shape and op.get("kind") in ("gemv",):
+        shape["M"] = 1
+    missing = [f for f in REQUIRED[kind] if f not in shape]
+    if missing:
+        raise RooflabError(f"op {name!r} ({kind}): missing shape field(s) {', '.join(missing)}",
+                           f"give {', '.join(REQUIRED[kind])}")
+    for k, v in shape.items():
+        if isinstance(v, bool) or k in ("bias",):
+            continue
+        if not isinstance(v, int) or v < 0:
+            raise RooflabError(f"op {name!r}: shape field {k}={v!r} must be a non-negative integer")
+    dtype = DTYPE_ALIASES.get(str(op.get("dtype", "float32")), str(op.get("dtype", "float32")))
+    if dtype not in ITEMSIZE:
+        raise RooflabError(f"op {name!r}: unknown dtype {op.get('dtype')!r}", "use float32, float64, float16 or bfloat16")
+    if kind == "conv2d":
+        shape.setdefault("stride_h", shape.pop("stride", 1) if "stride" in shape else 1)
+        shape.setdefault("stride_w", shape["stride_h"])
+        shape.setdefault("pad_h", shape.pop("pad", 0) if "pad" in shape else 0)
+        shape.setdefault("pad_w", shape["pad_h"])
+        shape.setdefault("groups", 1)
+        shape.setdefault("bias", False)
+        P = (shape["H"] + 2 * shape["pad_h"] - shape["R"]) // shape["stride_h"] + 1
+        Q = (shape["W"] + 2 * shape["pad_w"] - shape["S"]) // shape["stride_w"] + 1
+        if P < 1 or Q < 1:
+            raise RooflabError(f"op {name!r}: filter {shape['R']}x{shape['S']} does not fit the padded input")
+        if "P" in shape and shape["P"] != P or "Q" in shape and shape["Q"] != Q:
+            raise RooflabError(f"op {name!r}: given output {shape.get('P')}x{shape.get('Q')} is inconsistent "
+                               f"with input, filter, stride and padding ({P}x{Q})")
+        shape["P"], shape["Q"] = P, Q
+        if shape["C"] % shape["groups"] or shape["K"] % shape["groups"]:
+            raise RooflabError(f"op {name!r}: C and K must be multiples of groups={shape['groups']}")
+    if kind == "gemm":
+        shape.setdefault("batch", 1)
+        shape.setdefault("bias", False)
+    if kind == "batched_gemm":
+        shape.setdefault("bias", False)
+    if kind == "maxpool":
+        shape.setdefault("pad", 0)
+        P = (shape["H"] + 2 * shape["pad"] - shape["kernel"]) // shape["stride"] + 1
+        shape["P"] = shape["Q"] = P
+        if "W" in shape:
+            shape["Q"] = (shape["W"] + 2 * shape["pad"] - shape["kernel"]) // shape["stride"] + 1
+    if kind == "add":
+        shape.setdefault("inputs", 2)
+    count = op.get("count", op.get("count_per_forward", 1))
+    if not isinstance(count, int) or count < 1:
+        raise RooflabError(f"op {name!r}: count must be a positive integer, got {count!r}")
+    return {"kind": kind, "shape": shape, "dtype": dtype, "name": str(name), "count": count,
+            "model": op.get("model")}
+
+
+def flops(op: dict) -> float:
+    k, s = op["kind"], op["shape"]
+    if k == "gemm":
+        return 2.0 * s.get("batch", 1) * s["M"] * s["N"] * s["K"]
+    if k == "batched_gemm":
+        return 2.0 * s["batch"] * s["M"] * s["N"] * s["K"]
+    if k == "conv2d":
+        f = 2.0 * s["N"] * s["K"] * s["P"] * s["Q"] * (s["C"] // s["groups"]) * s["R"] * s["S"]
+        return f + (s["N"] * s["K"] * s["P"] * s["Q"] if s.get("bias") else 0)
+    if k == "batchnorm":
+        return 2.0 * s["N"] * s["C"] * s["H"] * s["W"]
+    if k in ELEMENTWISE:
+        return float(s["numel"])
+    if k == "softmax":
+        return float(s["rows"] * s["cols"])
+    if k == "layernorm":
+        return 5.0 * s["rows"] * s["cols"]
+    if k == "embedding":
+        return 0.0
+    if k in ("maxpool", "avgpool"):
+        return float(s["N"] * s["C"] * s["H"] * s["W"])
+    raise KeyError(k)  # pragma: no cover - normalize() guards
+
+
+def min_bytes(op: dict) -> float:
+    k, s = op["kind"], op["shape"]
+    e = ITEMSIZE[op["dtype"]]
+    if k == "gemm":
+        b = s.get("batch", 1)
+        n = b * s["M"] * s["K"] + s["K"] * s["N"] + b * s["M"] * s["N"] + (s["N"] if s.get("bias") else 0)
+        return e * n
+    if k == "batched_gemm":
+        return e * s["batch"] * (s["M"] * s["K"] + s["K"] * s["N"] + s["M"] * s["N"])
+    if k == "conv2d":
+        n = (s["N"] * s["C"] * s["H"] * s["W"] + s["K"] * (s["C"] // s["groups"]) * s["R"] * s["S"]
+             + s["N"] * s["K"] * s["P"] * s["Q"] + (s["K"] if s.get("bias") else 0))
+        return e * n
+    if k == "batchnorm":
+        return e * (2 * s["N"] * s["C"] * s["H"] * s["W"] + 4 * s["C"])
+    if k in ("relu", "gelu"):
+        return e * 2 * s["numel"]
+    if k == "add":
+        return e * (s.get("inputs", 2) + 1) * s["numel"]
+    if k == "softmax":
+        return e * 2 * s["rows"] * s["cols"]
+    if k == "layernorm":
+        return e * (2 * s["rows"] * s["cols"] + 2 * s["cols"])
+    if k == "embedding":
+        # gather `tokens` rows (word + position + type tables summed where several), ids in int64
+        tables = s.get("tables", 1)
+        return 8 * s["tokens"] + e * (tables * s["tokens"] * s["dim"] + s["tokens"] * s["dim"])
+    if k == "maxpool":
+        return e * (s["N"] * s["C"] * s["H"] * s["W"] + s["N"] * s["C"] * s["P"] * s["Q"])
+    if k == "avgpool":
+        return e * (s["N"] * s["C"] * s["H"] * s["W"] + s["N"] * s["C"])
+    raise KeyError(k)  # pragma: no cover
+
+
+def macs(op: dict) -> float:
+    """Multiply-accumulates of GEMM/conv ops (0 for the others)."""
+    if op["kind"] in ("gemm", "batched_gemm", "conv2d"):
+        f = flops(op)
+        if op["kind"] == "conv2d" and op["shape"].get("bias"):
+            s = op["shape"]
+            f -= s["N"] * s["K"] * s["P"] * s["Q"]
+        return f / 2
+    return 0.0
+
+
+def params(op: dict) -> int:
+    """Learned parameters an op owns (weights, biases, norm affine), for model totals."""
+    k, s = op["kind"], op["shape"]
+    if k == "gemm" and s.get("weight", True):
+        return s["K"] * s["N"] + (s["N"] if s.get("bias") else 0)
+    if k == "conv2d":
+        return s["K"] * (s["C"] // s["groups"]) * s["R"] * s["S"] + (s["K"] if s.get("bias") else 0)
+    if k == "batchnorm":
+        return 2 * s["C"]
+    if k == "layernorm":
+        return 2 * s["cols"]
+    if k == "embedding":
+        return s["vocab"] * s["dim"] if s.get("owns_table", True) else 0
+    return 0
+
+
+def intensity(op: dict) -> float:
+    b = min_bytes(op)
+    return flops(op) / b if b else math.inf
+
+
+def output_numel(op: dict) -> int:
+    k, s = op["kind"], op["shape"]
+    if k == "gemm":
+        return s.get("batch", 1) * s["M"] * s["N"]
+    if k == "batched_gemm":
+        return s["batch"] * s["M"] * s["N"]
+    if k == "conv2d":
+        return s["N"] * s["K"] * s["P"] * s["Q"]
+    if k == "batchnorm":
+        return s["N"] * s["C"] * s["H"] * s["W"]
+    if k in ELEMENTWISE:
+        return s["numel"]
+    if k in ("softmax", "layernorm"):
+        return s["rows"] * s["cols"]
+    if k == "embedding":
+        return s["tokens"] * s["dim"]
+    if k == "maxpool":
+        return s["N"] * s["C"] * s["P"] * s["Q"]
+    if k == "avgpool":
+        return s["N"] * s["C"]
+    raise KeyError(k)  # pragma: no cover

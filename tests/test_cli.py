@@ -1,0 +1,113 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rooflab import cli
+from rooflab.results import load
+
+TINY = ["--quick", "--max-working-set", "256K", "--budget", "0.005"]
+
+
+def _run(argv):
+    return cli.main(argv)
+
+
+@pytest.fixture(scope="module")
+def quick_result(tmp_path_factory):
+    out = tmp_path_factory.mktemp("results")
+    rc = _run(["run", *TINY, "--out", str(out)])
+    assert rc == 0
+    files = sorted(out.glob("*/rooflab-ceilings-cpu-*.json"))
+    assert len(files) == 1
+    return files[0]
+
+
+def test_info_prints_machine_and_peaks(capsys):
+    assert _run(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "Theoretical peaks" in out and "GHz" in out and "L1" in out and "GPU" in out
+
+
+def test_run_quick_writes_result_with_ceilings_and_plots(quick_result):
+    d = load(quick_result)
+    assert d["status"] == "complete"
+    kinds = {c["kind"] for c in d["ceilings"]}
+    assert kinds == {"compute", "bandwidth", "latency"}
+    for c in d["ceilings"]:
+        for key in ("name", "kind", "level", "dtype", "threads", "value", "unit", "stats"):
+            assert key in c, (c["name"], key)
+        assert c["value"] > 0
+    assert {c["dtype"] for c in d["ceilings"] if c["kind"] == "compute"} == {"float64", "float32"}
+    assert {c["level"] for c in d["ceilings"] if c["kind"] == "bandwidth"} >= {"L1"}
+    assert len(d["sweeps"]["intensity"]) >= 10
+    ints = [p["flops_per_byte"] for p in d["sweeps"]["intensity"]]
+    assert min(ints) <= 1 / 8 and max(ints) >= 256
+    assert all(r["verified"] for r in d["records"])
+    assert d["machine"]["cpu"]["theoretical"]["peaks"]
+    stem = str(quick_result)[:-5]
+    for suffix in (".roofline.png", ".roofline.svg", ".bandwidth.png", ".bandwidth.svg"):
+        with open(stem + suffix, "rb") as f:
+            head = f.read(8)
+        assert head.startswith(b"\x89PNG") or head.startswith(b"<?xml")
+
+
+def test_plot_command(quick_result, tmp_path, capsys):
+    assert _run(["plot", str(quick_result), "-o", str(tmp_path / "fig.png")]) == 0
+    assert (tmp_path / "fig.png").stat().st_size > 10_000 and (tmp_path / "fig.svg").exists()
+
+
+def test_compare_flags_regressions(quick_result, tmp_path, capsys):
+    d = json.loads(quick_result.read_text())
+    assert _run(["compare", str(quick_result), str(quick_result)]) == 0
+    for c in d["ceilings"]:
+        if c["kind"] == "compute":
+            c["value"] *= 0.5
+    worse = tmp_path / "worse.json"
+    worse.write_text(json.dumps(d))
+    assert _run(["compare", str(quick_result), str(worse)]) == 1
+    assert "regressed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["run", "--device", "tpu"], "unknown device 'tpu'"),
+    (["run", "--threads", "999"], "more than the"),
+    (["run", "--suite", "nope"], "unknown suite"),
+    (["run", "--max-working-set", "64T", "--quick"], "of memory is free"),
+    (["run", "--device", "cuda"], "--device cuda"),
+    (["plot", "/nonexistent/r.json"], "no such result file"),
+])
+def test_bad_input_is_one_line_exit_2(argv, needle, capsys):
+    assert _run(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err and "Traceback" not in err
+
+
+def test_foreign_and_broken_files(tmp_path, capsys):
+    f = tmp_path / "notjson.json"
+    f.write_text("nope")
+    assert _run(["plot", str(f)]) == 2
+    g = tmp_path / "other.json"
+    g.write_text(json.dumps({"kind": "rooflab-result", "schema_version": 0}))
+    assert _run(["compare", str(g), str(g)]) == 2
+    assert "schema_version" in capsys.readouterr().err
+
+
+def test_argparse_errors_are_one_line():
+    p = subprocess.run([sys.executable, "-m", "rooflab", "run", "--bogus"], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "unrecognized arguments" in p.stderr
+
+
+def test_interrupted_run_keeps_what_it_measured(tmp_path, monkeypatch):
+    from rooflab import suite_ceilings
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(suite_ceilings, "measure_bandwidth", boom)
+    assert _run(["run", *TINY, "--out", str(tmp_path)]) == 130
+    (f,) = tmp_path.glob("*/*.json")
+    d = load(f)
+    assert d["status"] == "interrupted"
+    assert any(r["family"] == "ert" for r in d["records"])  # the peaks measured before are kept

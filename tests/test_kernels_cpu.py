@@ -1,0 +1,116 @@
+"""Every CPU variant is checked against its numpy reference on random data, at sizes that hit the
+remainder loops and at 1 and all threads; and the compiled code is the code we think it is."""
+import numpy as np
+import pytest
+
+import rooflab
+from rooflab.kernels.cpu import clock, ert, stream
+from rooflab.runner import Runner, Settings
+from rooflab.threads import max_threads
+
+THREADS = sorted({1, max_threads()})
+RUNNER = Runner(Settings(budget_s=0.0, min_samples=1, probe_clock=False, max_attempts=1))
+
+
+def test_registry_lists_families_and_devices():
+    names = [v.name for v in rooflab.list_variants(device="cpu")]
+    for n in ("cpu.stream.read", "cpu.stream.copy", "cpu.stream.triad", "cpu.ert.fma",
+              "cpu.latency.empty", "cpu.latency.ufunc", "cpu.latency.fork_join", "cpu.clock.add_chain"):
+        assert n in names
+    assert [v.name for v in rooflab.list_variants(family="stream")] == [
+        "cpu.stream.read", "cpu.stream.copy", "cpu.stream.triad"]
+    assert "stream" in rooflab.families("cpu")
+    with pytest.raises(rooflab.RooflabError, match="unknown kernel variant"):
+        rooflab.get_variant("cpu.nope")
+
+
+@pytest.mark.parametrize("name", ["cpu.stream.read", "cpu.stream.copy", "cpu.stream.triad"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n", [1, 37, 4096 + 13, 100_003])
+@pytest.mark.parametrize("threads", THREADS)
+def test_stream_variants_match_reference(name, dtype, n, threads):
+    v = rooflab.get_variant(name)
+    inputs = v.inputs(n, dtype, seed=n)
+    rep = RUNNER.verify(v, inputs, v.params(reps=3) if name.endswith("read") else v.params(), threads)
+    assert rep["elements"] >= 1
+
+
+def test_public_call_runs_on_user_arrays():
+    v = rooflab.get_variant("cpu.stream.triad")
+    a, b, c = np.zeros(1000), np.arange(1000.0), np.ones(1000)
+    out = v(a, b, c, s=2.0)
+    np.testing.assert_allclose(out, b + 2.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("K", [1, 8, 32])
+@pytest.mark.parametrize("threads", THREADS)
+def test_ert_matches_closed_form(dtype, K, threads):
+    v = rooflab.get_variant("cpu.ert.fma")
+    block = ert.block_elements(32 << 10, np.dtype(dtype).itemsize)
+    (a,) = v.inputs(block * threads * 3, dtype)
+    RUNNER.verify(v, (a,), v.params(K=K, block=block, reps=3), threads)
+
+
+def test_ert_rejects_ragged_arrays():
+    v = rooflab.get_variant("cpu.ert.fma")
+    with pytest.raises(ValueError, match="whole number"):
+        v(np.ones(1000), block=64, threads=1)
+
+
+def test_latency_variants_verify():
+    for name, inputs in (("cpu.latency.empty", ()), ("cpu.latency.ufunc", rooflab.get_variant("cpu.latency.ufunc").inputs(8)),
+                         ("cpu.latency.fork_join", (np.zeros(THREADS[-1]),))):
+        v = rooflab.get_variant(name)
+        RUNNER.verify(v, inputs, v.params(), THREADS[-1] if name.endswith("join") else 1)
+
+
+@pytest.mark.skipif(not clock.SUPPORTED, reason="the clock probe is x86-64 inline assembly")
+def test_clock_probe_counts_and_is_plausible():
+    r = Runner(Settings(probe_s=0.01))
+    ghz = r.probe_clock(1)
+    assert 0.3 < ghz[0] < 7.0  # a dependent add per cycle: anything else is a broken chain
+    out = rooflab.get_variant("cpu.clock.add_chain")(blocks=10, threads=THREADS[-1])
+    np.testing.assert_array_equal(out, np.arange(THREADS[-1]) + 1000)
+
+
+def _asm(dispatcher, dtype=None):
+    sigs = [s for s in dispatcher.signatures if dtype is None or f"array({np.dtype(dtype).name}" in str(s[0])]
+    return dispatcher.overloads[sigs[0]].library.get_asm_str()
+
+
+def _fresh(pyfunc):
+    """A non-cached copy of a kernel, so its assembly can be inspected."""
+    from numba import njit
+
+    return njit(parallel=True, fastmath=pyfunc.targetoptions.get("fastmath", False))(pyfunc.py_func)
+
+
+@pytest.mark.skipif(not clock.SUPPORTED, reason="x86-64 assembly checks")
+@pytest.mark.parametrize("dtype,suffix", [(np.float64, "pd"), (np.float32, "ps")])
+def test_fma_kernel_uses_vector_fma(dtype, suffix):
+    k = ert.ert_kernel(8, 4)
+    a = np.ones(4 * 64, dtype=dtype)
+    k(a, a.size, 1, dtype(0.5), dtype(0.5), 1)
+    asm = _asm(k, dtype)
+    vec = [ln for ln in asm.splitlines() if f"vfmadd" in ln and suffix in ln and ("%ymm" in ln or "%zmm" in ln)]
+    assert len(vec) >= 8 * 4, "the K x S chains must compile to packed (ymm/zmm) FMAs"
+
+
+@pytest.mark.skipif(not clock.SUPPORTED, reason="x86-64 assembly checks")
+def test_copy_is_a_load_store_loop_not_memcpy():
+    k = _fresh(stream.copy)
+    a = np.ones(1024)
+    k(a, a, 1, 1, 0.0)
+    asm = _asm(k)
+    assert "memcpy" not in asm and "memmove" not in asm
+    assert any(("vmovup" in ln or "vmovap" in ln or "vadd" in ln) and ("%ymm" in ln or "%zmm" in ln)
+               for ln in asm.splitlines())
+
+
+@pytest.mark.skipif(not clock.SUPPORTED, reason="x86-64 assembly checks")
+def test_read_kernel_keeps_several_vector_accumulators():
+    k = _fresh(stream.read_sum)
+    k(np.ones(4096), 1, 1)
+    adds = [ln for ln in _asm(k).splitlines() if "vaddpd" in ln and "(" in ln and ("%ymm" in ln or "%zmm" in ln)]
+    assert len(adds) >= 4

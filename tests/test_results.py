@@ -1,0 +1,45 @@
+import json
+
+import pytest
+
+from rooflab import RooflabError, machine
+from rooflab.results import SCHEMA_VERSION, ResultWriter, load
+
+
+def _writer(tmp_path):
+    return ResultWriter(tmp_path, machine.describe(), "ceilings", "cpu", {"quick": True})
+
+
+def test_round_trip_and_incremental_saves(tmp_path):
+    w = _writer(tmp_path)
+    w.save()
+    rec = {"variant": "cpu.stream.read", "label": "read 8 KiB", "threads": 1, "kernel": "read",
+           "working_set_bytes": 8192, "status": "ok", "gbps": {"median": 10.0},
+           "work": {"flops": 1.0, "bytes": 8.0}}
+    w.add_record(rec, sweep="bandwidth")
+    on_disk = load(w.path)
+    assert on_disk["status"] == "running" and on_disk["records"][0]["label"] == "read 8 KiB"
+    assert on_disk["sweeps"]["bandwidth"][0]["gbps"]["median"] == 10.0
+    w.add_record({"variant": "x", "label": "bad", "status": "failed", "error": "wrong"})
+    w.finish()
+    d = load(w.path)
+    assert d["schema_version"] == SCHEMA_VERSION and d["status"] == "complete"
+    assert d["errors"][0]["error"] == "wrong"
+    for key in ("machine", "ceilings", "sweeps", "records", "config", "started", "finished"):
+        assert key in d
+    assert not list(w.path.parent.glob(".*.tmp"))  # atomic writes leave no temporaries
+
+
+def test_refuses_foreign_files(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text("{not json")
+    with pytest.raises(RooflabError, match="is not JSON"):
+        load(bad)
+    bad.write_text(json.dumps({"hello": 1}))
+    with pytest.raises(RooflabError, match="not a rooflab result"):
+        load(bad)
+    bad.write_text(json.dumps({"kind": "rooflab-result", "schema_version": 999}))
+    with pytest.raises(RooflabError, match="schema_version 999"):
+        load(bad)
+    with pytest.raises(RooflabError, match="no such result file"):
+        load(tmp_path / "missing.json")

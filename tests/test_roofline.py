@@ -1,0 +1,71 @@
+import numpy as np
+import pytest
+
+from rooflab import roofline
+from rooflab.roofline import Roofline, attainable, bandwidth_ceilings, level_windows, ridge_point
+
+CACHES = [
+    {"name": "L1", "level": 1, "size_bytes": 32 << 10, "instances": 2, "private": True, "shared_by_cpus": 1},
+    {"name": "L2", "level": 2, "size_bytes": 512 << 10, "instances": 2, "private": True, "shared_by_cpus": 1},
+    {"name": "L3", "level": 3, "size_bytes": 32 << 20, "instances": 1, "private": False, "shared_by_cpus": 2},
+]
+
+
+def test_attainable_and_ridge():
+    assert attainable(0.5, 100.0, 20.0) == pytest.approx(10.0)
+    assert attainable(50, 100.0, 20.0) == pytest.approx(100.0)
+    np.testing.assert_allclose(attainable([1, 5, 10], 100.0, 20.0), [20, 100, 100])
+    assert ridge_point(100.0, 20.0) == 5.0
+
+
+def test_windows_scale_private_caches_with_threads():
+    w1 = {w["level"]: w for w in level_windows(CACHES, 1)}
+    w2 = {w["level"]: w for w in level_windows(CACHES, 2)}
+    assert w1["L1"]["hi"] == 16 << 10 and w2["L1"]["hi"] == 32 << 10
+    assert w1["L2"]["lo"] == 64 << 10 and w1["L2"]["hi"] == 256 << 10
+    assert w1["L3"]["hi"] == 8 << 20 and w2["L3"]["hi"] == 8 << 20  # shared LLC: C/4, not scaled
+    assert w1["DRAM"]["lo"] == 128 << 20 and w1["DRAM"]["hi"] is None
+
+
+def _points(profile, threads=1, kernel="read"):
+    return [{"working_set_bytes": s, "gbps": {"median": v}, "threads": threads, "kernel": kernel, "status": "ok"}
+            for s, v in profile]
+
+
+def test_bandwidth_ceilings_from_a_synthetic_staircase():
+    sizes = [8 << 10 << i for i in range(18)]  # 8 KiB .. 1 GiB
+    def bw(s):
+        if s <= 32 << 10: return 100.0
+        if s <= 512 << 10: return 50.0
+        if s <= 8 << 20: return 30.0  # the L3 plateau ends at 8 MiB although the OS says 32 MiB
+        return 10.0
+    pts = _points([(s, bw(s)) for s in sizes])
+    cs = {c["level"]: c for c in bandwidth_ceilings(pts, CACHES, 1, "read")}
+    assert set(cs) == {"L1", "L2", "L3", "DRAM"}
+    assert cs["L1"]["value"] == 100 and cs["L2"]["value"] == 50 and cs["L3"]["value"] == 30
+    assert cs["DRAM"]["value"] == 10 and cs["DRAM"]["points_bytes"][0] == 128 << 20
+    assert cs["L3"]["plateau_end_bytes"] == 8 << 20 and cs["L3"]["os_size_bytes"] == 32 << 20
+    assert cs["L1"]["plateau_end_bytes"] == 32 << 10
+    assert cs["L1"]["unit"] == "GB/s" and cs["L1"]["kind"] == "bandwidth"
+
+
+def test_median_is_robust_to_one_outlier():
+    sizes = [64 << 10, 128 << 10, 256 << 10]
+    pts = _points([(sizes[0], 50.0), (sizes[1], 52.0), (sizes[2], 5.0)])
+    cs = {c["level"]: c for c in bandwidth_ceilings(pts, CACHES, 1, "read")}
+    assert cs["L2"]["value"] == 50.0 and cs["L2"]["stats"]["min"] == 5.0
+
+
+def test_roofline_lookup_prefers_the_fastest_kernel_per_level():
+    result = {"ceilings": [
+        {"name": "p", "kind": "compute", "dtype": "float64", "threads": 2, "value": 200.0, "unit": "GFLOP/s"},
+        {"name": "d1", "kind": "bandwidth", "level": "DRAM", "threads": 2, "kernel": "read", "value": 30.0},
+        {"name": "d2", "kind": "bandwidth", "level": "DRAM", "threads": 2, "kernel": "triad", "value": 25.0},
+        {"name": "l1", "kind": "bandwidth", "level": "L1", "threads": 2, "kernel": "read", "value": 500.0},
+    ]}
+    rf = Roofline(result)
+    assert rf.peak("float64", 2)["value"] == 200.0 and rf.peak("float32", 2) is None
+    assert [c["level"] for c in rf.memory_roofs(2)] == ["L1", "DRAM"]
+    assert rf.main_memory_roof(2)["kernel"] == "read"
+    assert rf.ridge("float64", 2) == pytest.approx(200 / 30)
+    assert roofline.capacity(CACHES[2], 2) == 32 << 20

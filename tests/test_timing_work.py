@@ -1,0 +1,56 @@
+import math
+import time
+
+import numpy as np
+import pytest
+
+from rooflab.timing import calibrate, invert_stats, summarize, time_cpu, time_per_call
+from rooflab.work import Work, throughput
+
+
+def test_summarize_known_values():
+    s = summarize([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert s["median"] == 3.0 and s["min"] == 1.0 and s["max"] == 5.0 and s["n"] == 5
+    assert s["p20"] == pytest.approx(1.8) and s["p80"] == pytest.approx(4.2)
+    assert s["cv"] == pytest.approx(np.std([1, 2, 3, 4, 5], ddof=1) / 3.0)
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_invert_stats_maps_quantiles():
+    t = summarize([0.5, 1.0, 2.0])
+    g = invert_stats(t, 10.0)
+    assert g["median"] == pytest.approx(10.0)
+    assert g["max"] == pytest.approx(20.0) and g["min"] == pytest.approx(5.0)
+    assert g["p20"] == pytest.approx(10.0 / t["p80"])
+
+
+def test_time_cpu_keeps_all_samples_and_meets_minimum():
+    calls = []
+    s = time_cpu(lambda: calls.append(1), budget_s=0.0, min_samples=7, warmup=2)
+    assert len(s.seconds) == 7 and len(calls) == 9 and s.warmup == 2
+    s = time_cpu(lambda: time.sleep(0.002), budget_s=0.03, min_samples=3)
+    assert len(s.seconds) >= 3 and sum(s.seconds) >= 0.02
+    assert all(x >= 0.0019 for x in s.seconds)
+
+
+def test_calibrate_reaches_target():
+    reps = calibrate(lambda r: (lambda: time.sleep(r * 1e-4)), target_s=0.005)
+    assert 40 <= reps <= 200
+
+
+def test_time_per_call_divides():
+    s = time_per_call(lambda: time.sleep(0.001), 5, budget_s=0.0, min_samples=2)
+    assert all(0.0009 < x < 0.01 for x in s.seconds)
+
+
+def test_work_and_throughput():
+    w = Work(flops=2e9, bytes_read=3e9, bytes_written=1e9, launches=4)
+    assert w.bytes == 4e9 and w.intensity == 0.5
+    t = throughput(w, 0.5)
+    assert t["gflops"] == pytest.approx(4.0) and t["gbps"] == pytest.approx(8.0)
+    assert t["ns_per_launch"] == pytest.approx(0.125e9)
+    assert math.isinf(Work(flops=1).intensity)
+    assert w.scaled(2).flops == 4e9
+    with pytest.raises(ValueError):
+        throughput(w, 0)
