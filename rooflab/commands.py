@@ -139,8 +139,12 @@ def cmd_run(args) -> int:
 
                 files = plots.all_plots(writer.data, writer.path.with_suffix(""),
                                         ops=writer.data.get("ops_placed"))
-            _summary(writer.data)
-            _agreement(writer, out)
+            if suite == "ceilings":
+                _summary(writer.data)
+                _agreement(writer, out)
+            else:
+                for e in writer.data.get("errors", []):
+                    print(f"error: {e.get('label')}: {e['error']}")
             print(f"result: {writer.path}")
             for f in files:
                 print(f"plot:   {f}")

@@ -14,3 +14,19 @@ def pytest_report_header(config):
 
     cpu = machine.describe_cpu()
     return f"rooflab on {cpu['model']} ({cpu['physical_cores']} cores, simd: {' '.join(cpu['simd'][:6])}...)"
+
+
+TINY = ["--quick", "--max-working-set", "256K", "--budget", "0.005"]
+
+
+@pytest.fixture(scope="session")
+def quick_result(tmp_path_factory):
+    """One tiny `rooflab run --quick` shared by the CLI, report and models tests."""
+    from rooflab import cli
+
+    out = tmp_path_factory.mktemp("results")
+    rc = cli.main(["run", *TINY, "--out", str(out)])
+    assert rc == 0
+    files = sorted(out.glob("*/rooflab-ceilings-cpu-*.json"))
+    assert len(files) == 1
+    return files[0]

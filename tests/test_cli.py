@@ -14,16 +14,6 @@ def _run(argv):
     return cli.main(argv)
 
 
-@pytest.fixture(scope="module")
-def quick_result(tmp_path_factory):
-    out = tmp_path_factory.mktemp("results")
-    rc = _run(["run", *TINY, "--out", str(out)])
-    assert rc == 0
-    files = sorted(out.glob("*/rooflab-ceilings-cpu-*.json"))
-    assert len(files) == 1
-    return files[0]
-
-
 def test_info_prints_machine_and_peaks(capsys):
     assert _run(["info"]) == 0
     out = capsys.readouterr().out

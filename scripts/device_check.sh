@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# One prepared check for a GPU test machine (an H200 with Python 3.12, cupy, numba, numpy and pytest
+# preinstalled, no network). Installs rooflab without dependencies, runs the GPU and compile tests,
+# runs `rooflab run --device cuda --quick`, and leaves the JSON, the roofline and a log in OUTDIR
+# (at most 8 files, all at the top of OUTDIR). Budget: under 8 minutes.
+#
+#   usage: scripts/device_check.sh OUTDIR
+set -uo pipefail
+out=${1:?usage: scripts/device_check.sh OUTDIR}
+mkdir -p "$out"
+log="$out/device_check.log"
+exec > >(tee "$log") 2>&1
+export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR="${TMPDIR:-/tmp}/rooflab-cupy-cache"
+py=${PYTHON:-python3}
+start=$(date +%s)
+echo "== $(date -u +%FT%TZ) rooflab device check on $(hostname)"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,memory.total --format=csv || true
+
+echo "== install (no dependencies, no network)"
+$py -m pip install -q --no-deps --no-build-isolation -e . || { echo "install failed"; exit 1; }
+
+echo "== rooflab info"
+timeout 60 $py -m rooflab info
+
+echo "== GPU and CUDA compile tests"
+timeout 200 $py -m pytest -q -p no:cacheprovider tests/test_cuda_gpu.py tests/test_cuda_compile.py
+tests_rc=$?
+
+echo "== rooflab run --device cuda --quick"
+timeout 240 $py -m rooflab run --device cuda --quick --out "$out/results"
+run_rc=$?
+
+res=$(ls -t "$out"/results/*/rooflab-ceilings-cuda-*.json 2>/dev/null | head -n 1)
+if [ -n "$res" ]; then
+  cp "$res" "$out/gpu-ceilings.json"
+  stem="${res%.json}"
+  [ -f "$stem.roofline.png" ] && cp "$stem.roofline.png" "$out/gpu-roofline.png"
+  $py - "$out/gpu-ceilings.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for c in d["ceilings"]:
+    extra = f" ({c['fraction_of_theoretical']:.0%} of theoretical)" if c.get("fraction_of_theoretical") else ""
+    print(f"{c['name']:40s} {c['value']:12.1f} {c['unit']}{extra}")
+for r in d.get("peer_ratios", []):
+    print(f"peer: {r['what']}: {r['ratio']:.3f}")
+for e in d.get("errors", []):
+    print(f"error: {e.get('label')}: {e['error']}")
+PY
+fi
+rm -rf "$out/results"
+echo "== done in $(( $(date +%s) - start )) s (tests rc=$tests_rc, run rc=$run_rc)"
+exit $(( tests_rc != 0 || run_rc > 1 ))

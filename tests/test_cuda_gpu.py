@@ -1,0 +1,55 @@
+"""GPU tests: run only where cupy sees a CUDA device (skipped with the reason elsewhere)."""
+import numpy as np
+import pytest
+
+import rooflab
+from rooflab.cuda import backend
+
+ok, why = backend.probe()
+pytestmark = pytest.mark.skipif(not ok, reason=why)
+
+
+def test_describe_has_the_facts_peaks_need():
+    d = backend.describe(0)
+    for k in ("name", "compute_capability", "sm_count", "memory_bytes", "l2_bytes", "driver_version"):
+        assert d[k], k
+    assert d["theoretical"]["peaks"]
+
+
+@pytest.mark.parametrize("name", [v.name for v in rooflab.list_variants(device="cuda")])
+def test_every_cuda_variant_verifies(name):
+    from rooflab.cuda.suite import check_device
+
+    v = rooflab.get_variant(name)
+    inputs = v.inputs(1 << 20) if name.startswith(("cuda.stream", "cuda.intensity")) else v.inputs()
+    params = v.params()
+    dtype = v.result_dtype(*inputs, **params) if v.result_dtype else inputs[0].dtype
+    expected = v.reference(*inputs, reps=2, **params)
+    got = v.kernel(*inputs, reps=2, **params)
+    check_device(got, expected, dtype, name)
+
+
+def test_wrong_expectation_is_rejected():
+    from rooflab.cuda.suite import check_device
+
+    v = rooflab.get_variant("cuda.stream.triad")
+    a, b, c = v.inputs(1 << 16)
+    v.kernel(a, b, c, s=3.0)
+    with pytest.raises(rooflab.VerificationError, match="outside"):
+        check_device(a, 99.0, np.float64, "triad")
+
+
+def test_bad_device_index():
+    with pytest.raises(rooflab.DeviceUnavailable, match="does not exist"):
+        backend.require(999)
+
+
+def test_run_cuda_quick(tmp_path):
+    from rooflab import cli
+    from rooflab.results import load
+
+    assert cli.main(["run", "--device", "cuda", "--quick", "--out", str(tmp_path)]) in (0, 1)
+    (f,) = tmp_path.glob("*/rooflab-ceilings-cuda-*.json")
+    d = load(f)
+    kinds = {c["kind"] for c in d["ceilings"]}
+    assert {"bandwidth", "compute", "latency"} <= kinds

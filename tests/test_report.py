@@ -1,0 +1,63 @@
+"""The HTML report renders in a real headless browser: its images decode and its tables are there."""
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from rooflab import cli
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--virtual-time-budget=10000"]
+
+
+def _report(quick_result, tmp_path, extra=()):
+    out = tmp_path / "report.html"
+    assert cli.main(["report", str(quick_result), *extra, "-o", str(out)]) == 0
+    return out
+
+
+def test_report_is_self_contained(quick_result, tmp_path):
+    text = _report(quick_result, tmp_path).read_text()
+    assert "<table" in text and "data:image/png;base64," in text
+    assert not re.search(r"""(src|href)=["']https?://""", text), "the page must not load anything from the network"
+
+
+def test_report_rejects_other_schema(quick_result, tmp_path, capsys):
+    bad = tmp_path / "old.json"
+    d = json.loads(quick_result.read_text())
+    d["schema_version"] = 0
+    bad.write_text(json.dumps(d))
+    assert cli.main(["report", str(quick_result), str(bad), "-o", str(tmp_path / "r.html")]) == 2
+    assert "schema_version 0" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium; .ci/run does)")
+def test_report_renders_in_headless_chromium(quick_result, tmp_path):
+    other = tmp_path / "other.json"
+    d = json.loads(quick_result.read_text())
+    d["machine"]["id"] = "other-machine"
+    for c in d["ceilings"]:
+        c["value"] *= 0.8
+    other.write_text(json.dumps(d))
+    page = _report(quick_result, tmp_path, extra=[str(other)])
+    prof = tmp_path / "profile"
+    dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={prof}", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    m = re.search(r"<title>rooflab-report rendered images=(\d+)/(\d+) tables=(\d+) rows=(\d+)</title>", dom.stdout)
+    assert m, dom.stdout[:500]
+    ok, total, tables, rows = map(int, m.groups())
+    assert total >= 5 and ok == total  # comparison + 2 x (roofline, staircase), all decoded
+    assert tables >= 7 and rows >= 40
+    assert 'data-rendered="yes"' in dom.stdout
+    shot = tmp_path / "shot.png"
+    subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={prof}", "--window-size=1280,2400",
+                    f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120)
+    import matplotlib.image as mpimg
+
+    px = mpimg.imread(shot)
+    assert px.std() > 0.05  # not a blank page: text, tables and charts were painted
