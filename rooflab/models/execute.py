@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from ..memory import fmt_bytes, require_fits
 from .ops import ITEMSIZE, min_bytes, output_numel
@@ -38,6 +37,13 @@ def _rand(rng, shape, dtype, scale=1.0):
     return (rng.standard_normal(shape, dtype=np.float32) * scale).astype(dtype, copy=False)
 
 
+def windows(xp, padded, R, S, sh, sw, P, Q):
+    """(N, C, P, Q, R, S) strided view of the padded input: no copy, numpy or cupy."""
+    sN, sC, sH, sW = padded.strides
+    return xp.lib.stride_tricks.as_strided(padded, shape=padded.shape[:2] + (P, Q, R, S),
+                                           strides=(sN, sC, sH * sh, sW * sw, sH, sW))
+
+
 def footprint_bytes(op: dict) -> int:
     """Rough upper bound of the memory an op's run and verification need."""
     base = min_bytes(op) / ITEMSIZE[op["dtype"]] * 8  # float64 reference copies
@@ -48,114 +54,125 @@ def footprint_bytes(op: dict) -> int:
     return int(2 * base + 8 * output_numel(op))
 
 
-def build(op: dict, seed: int = 0, own: bool = False) -> Impl | None:
-    """Inputs and the callable for one op (None when ``own`` and rooflab has no kernel for it)."""
+def build(op: dict, seed: int = 0, own: bool = False, xp=np) -> Impl | None:
+    """Inputs and the callable for one op (None when ``own`` and rooflab has no kernel for it).
+
+    ``xp`` is numpy (CPU, the default) or cupy (the same code then runs on the GPU through cupy's
+    cuBLAS matmul and elementwise kernels)."""
     need = footprint_bytes(op)
-    require_fits(need, f"op {op['name']!r} ({fmt_bytes(need)})")
-    rng = np.random.default_rng(seed)
+    if xp is np:
+        require_fits(need, f"op {op['name']!r} ({fmt_bytes(need)})")
+    else:
+        free = xp.cuda.runtime.memGetInfo()[0]
+        if need > 0.8 * free:
+            from ..errors import RooflabError
+
+            raise RooflabError(f"op {op['name']!r} needs {fmt_bytes(need)} but the GPU has {fmt_bytes(free)} free")
+    rng = xp.random.default_rng(seed)
+    lib = xp.__name__
     dt = np.dtype("float32" if op["dtype"] in ("float16", "bfloat16") else op["dtype"])
     k, s = op["kind"], op["shape"]
     f64 = np.float64
     if own:
-        return _own(op, rng, dt)
+        return _own(op, rng, dt) if xp is np else None
     if k in ("gemm", "batched_gemm"):
         b = s.get("batch", 1) if k == "batched_gemm" else s.get("batch", 1)
         M, N, K = s["M"], s["N"], s["K"]
         a = _rand(rng, (b, M, K) if b > 1 else (M, K), dt)
         w = _rand(rng, (b, K, N) if k == "batched_gemm" and b > 1 else (K, N), dt, 1 / np.sqrt(K))
-        c = np.empty((b, M, N) if b > 1 else (M, N), dtype=dt)
+        c = xp.empty((b, M, N) if b > 1 else (M, N), dtype=dt)
         bias = _rand(rng, (N,), dt) if s.get("bias") else None
 
         def run():
-            np.matmul(a, w, out=c)
+            xp.matmul(a, w, out=c)
             if bias is not None:
-                np.add(c, bias, out=c)
+                xp.add(c, bias, out=c)
             return c
 
         def ref():
-            r = np.matmul(a.astype(f64), w.astype(f64))
+            r = xp.matmul(a.astype(f64), w.astype(f64))
             return r + bias if bias is not None else r
 
-        return Impl("numpy.matmul (BLAS)" + (" + bias" if bias is not None else ""), run, ref,
+        return Impl(f"{lib}.matmul (BLAS)" + (" + bias" if bias is not None else ""), run, ref,
                     1 + (bias is not None), need)
     if k == "conv2d":
-        return _conv(op, rng, dt, need)
+        return _conv(op, rng, dt, need, xp)
     if k == "batchnorm":
         x = _rand(rng, (s["N"], s["C"], s["H"], s["W"]), dt)
         scale = (rng.random(s["C"]) + 0.5).astype(dt)[:, None, None]
         shift = _rand(rng, (s["C"],), dt)[:, None, None]
-        y = np.empty_like(x)
+        y = xp.empty_like(x)
 
         def run():
-            np.multiply(x, scale, out=y)
-            np.add(y, shift, out=y)
+            xp.multiply(x, scale, out=y)
+            xp.add(y, shift, out=y)
             return y
 
-        return Impl("numpy x*scale+shift", run, lambda: x.astype(f64) * scale + shift, 2, need)
+        return Impl(f"{lib} x*scale+shift", run, lambda: x.astype(f64) * scale + shift, 2, need)
     if k in ("relu", "gelu", "add"):
         n = s["numel"]
         x = _rand(rng, (n,), dt)
-        y = np.empty_like(x)
+        y = xp.empty_like(x)
         if k == "relu":
-            return Impl("numpy.maximum", lambda: np.maximum(x, 0, out=y), lambda: np.maximum(x.astype(f64), 0), 1, need)
+            return Impl(f"{lib}.maximum", lambda: xp.maximum(x, 0, out=y), lambda: xp.maximum(x.astype(f64), 0), 1, need)
         if k == "add":
             z = _rand(rng, (n,), dt)
-            return Impl("numpy.add", lambda: np.add(x, z, out=y), lambda: x.astype(f64) + z, 1, need)
+            return Impl(f"{lib}.add", lambda: xp.add(x, z, out=y), lambda: x.astype(f64) + z, 1, need)
         c0, c1 = dt.type(np.sqrt(2 / np.pi)), dt.type(0.044715)
-        t = np.empty_like(x)
+        t = xp.empty_like(x)
 
         def gelu():
-            np.multiply(x, x, out=t)
-            np.multiply(t, x, out=t)
-            np.multiply(t, c1, out=t)
-            np.add(t, x, out=t)
-            np.multiply(t, c0, out=t)
-            np.tanh(t, out=t)
-            np.add(t, 1, out=t)
-            np.multiply(t, x, out=y)
-            np.multiply(y, 0.5, out=y)
+            xp.multiply(x, x, out=t)
+            xp.multiply(t, x, out=t)
+            xp.multiply(t, c1, out=t)
+            xp.add(t, x, out=t)
+            xp.multiply(t, c0, out=t)
+            xp.tanh(t, out=t)
+            xp.add(t, 1, out=t)
+            xp.multiply(t, x, out=y)
+            xp.multiply(y, 0.5, out=y)
             return y
 
         def gelu_ref():
             x64 = x.astype(f64)
-            return 0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64 ** 3)))
+            return 0.5 * x64 * (1 + xp.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64 ** 3)))
 
-        return Impl("numpy tanh-GELU", gelu, gelu_ref, 9, need)
+        return Impl(f"{lib} tanh-GELU", gelu, gelu_ref, 9, need)
     if k == "softmax":
         x = _rand(rng, (s["rows"], s["cols"]), dt, 3.0)
-        y = np.empty_like(x)
-        m = np.empty((s["rows"], 1), dtype=dt)
+        y = xp.empty_like(x)
+        m = xp.empty((s["rows"], 1), dtype=dt)
 
         def run():
-            np.max(x, axis=1, keepdims=True, out=m)
-            np.subtract(x, m, out=y)
-            np.exp(y, out=y)
-            np.sum(y, axis=1, keepdims=True, out=m)
-            np.divide(y, m, out=y)
+            xp.max(x, axis=1, keepdims=True, out=m)
+            xp.subtract(x, m, out=y)
+            xp.exp(y, out=y)
+            xp.sum(y, axis=1, keepdims=True, out=m)
+            xp.divide(y, m, out=y)
             return y
 
         def ref():
-            e = np.exp(x.astype(f64) - x.max(axis=1, keepdims=True))
+            e = xp.exp(x.astype(f64) - x.max(axis=1, keepdims=True))
             return e / e.sum(axis=1, keepdims=True)
 
-        return Impl("numpy softmax (5 passes)", run, ref, 5, need)
+        return Impl(f"{lib} softmax (5 passes)", run, ref, 5, need)
     if k == "layernorm":
         x = _rand(rng, (s["rows"], s["cols"]), dt)
         g = (rng.random(s["cols"]) + 0.5).astype(dt)
         bta = _rand(rng, (s["cols"],), dt)
-        y = np.empty_like(x)
-        mu = np.empty((s["rows"], 1), dtype=dt)
-        var = np.empty((s["rows"], 1), dtype=dt)
+        y = xp.empty_like(x)
+        mu = xp.empty((s["rows"], 1), dtype=dt)
+        var = xp.empty((s["rows"], 1), dtype=dt)
 
         def run():
-            np.mean(x, axis=1, keepdims=True, out=mu)
-            np.subtract(x, mu, out=y)
-            np.mean(np.square(y), axis=1, keepdims=True, out=var)
-            np.add(var, 1e-5, out=var)
-            np.sqrt(var, out=var)
-            np.divide(y, var, out=y)
-            np.multiply(y, g, out=y)
-            np.add(y, bta, out=y)
+            xp.mean(x, axis=1, keepdims=True, out=mu)
+            xp.subtract(x, mu, out=y)
+            xp.mean(xp.square(y), axis=1, keepdims=True, out=var)
+            xp.add(var, 1e-5, out=var)
+            xp.sqrt(var, out=var)
+            xp.divide(y, var, out=y)
+            xp.multiply(y, g, out=y)
+            xp.add(y, bta, out=y)
             return y
 
         def ref():
@@ -163,49 +180,51 @@ def build(op: dict, seed: int = 0, own: bool = False) -> Impl | None:
             mu64 = x64.mean(axis=1, keepdims=True)
             return (x64 - mu64) / np.sqrt(x64.var(axis=1, keepdims=True) + 1e-5) * g + bta
 
-        return Impl("numpy layernorm", run, ref, 9, need)
+        return Impl(f"{lib} layernorm", run, ref, 9, need)
     if k == "embedding":
         T, d, V = s["tokens"], s["dim"], s["vocab"]
         tables = [_rand(rng, (V, d), dt)] + [_rand(rng, (max(T, 2), d), dt) for _ in range(s.get("tables", 1) - 1)]
-        ids = [rng.integers(0, V, T)] + [np.arange(T) for _ in tables[1:]]
-        y = np.empty((T, d), dtype=dt)
-        tmp = np.empty_like(y)
+        ids = [rng.integers(0, V, T)] + [xp.arange(T) for _ in tables[1:]]
+        y = xp.empty((T, d), dtype=dt)
+        tmp = xp.empty_like(y)
 
         def run():
-            np.take(tables[0], ids[0], axis=0, out=y)
+            xp.take(tables[0], ids[0], axis=0, out=y)
             for tab, i in zip(tables[1:], ids[1:]):
-                np.take(tab, i, axis=0, out=tmp)
-                np.add(y, tmp, out=y)
+                xp.take(tab, i, axis=0, out=tmp)
+                xp.add(y, tmp, out=y)
             return y
 
         def ref():
             return sum(t.astype(f64)[i] for t, i in zip(tables, ids))
 
-        return Impl("numpy.take (+ add per extra table)", run, ref, 1 + 2 * (len(tables) - 1), need)
+        return Impl(f"{lib}.take (+ add per extra table)", run, ref, 1 + 2 * (len(tables) - 1), need)
     if k == "maxpool":
         x = _rand(rng, (s["N"], s["C"], s["H"], s["W"]), dt)
         p, kk, st = s["pad"], s["kernel"], s["stride"]
-        xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=-np.inf)
+        xpad = xp.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=-np.inf)
         P, Q = s["P"], s["Q"]
-        y = np.empty((s["N"], s["C"], P, Q), dtype=dt)
-        taps = [xp[:, :, i:i + st * (P - 1) + 1:st, j:j + st * (Q - 1) + 1:st] for i in range(kk) for j in range(kk)]
+        y = xp.empty((s["N"], s["C"], P, Q), dtype=dt)
+        taps = [xpad[:, :, i:i + st * (P - 1) + 1:st, j:j + st * (Q - 1) + 1:st] for i in range(kk) for j in range(kk)]
 
-        def run():  # one np.maximum per tap of the window over strided views (what frameworks' CPU paths do)
-            np.copyto(y, taps[0])
+        def run():  # one maximum per tap of the window over strided views (what frameworks' CPU paths do)
+            xp.copyto(y, taps[0])
             for t in taps[1:]:
-                np.maximum(y, t, out=y)
+                xp.maximum(y, t, out=y)
             return y
 
-        win = sliding_window_view(xp, (kk, kk), axis=(2, 3))[:, :, ::st, ::st][:, :, :P, :Q]
-        return Impl("numpy max over window taps", run, lambda: win.astype(f64).max(axis=(4, 5)), kk * kk, need)
+        def ref():
+            return windows(xp, xpad.astype(f64), kk, kk, st, st, P, Q).max(axis=(4, 5))
+
+        return Impl(f"{lib} max over window taps", run, ref, kk * kk, need)
     if k == "avgpool":
         x = _rand(rng, (s["N"], s["C"], s["H"], s["W"]), dt)
-        y = np.empty((s["N"], s["C"]), dtype=dt)
-        return Impl("numpy.mean", lambda: np.mean(x, axis=(2, 3), out=y), lambda: x.astype(f64).mean(axis=(2, 3)), 1, need)
+        y = xp.empty((s["N"], s["C"]), dtype=dt)
+        return Impl(f"{lib}.mean", lambda: xp.mean(x, axis=(2, 3), out=y), lambda: x.astype(f64).mean(axis=(2, 3)), 1, need)
     raise KeyError(k)  # pragma: no cover
 
 
-def _conv(op, rng, dt, need) -> Impl:
+def _conv(op, rng, dt, need, xp=np) -> Impl:
     s = op["shape"]
     N, C, H, W, K, R, S = (s[x] for x in ("N", "C", "H", "W", "K", "R", "S"))
     P, Q, g = s["P"], s["Q"], s["groups"]
@@ -217,34 +236,32 @@ def _conv(op, rng, dt, need) -> Impl:
     wm = w.reshape(K, C * R * S)
     if R == S == 1 and sh == sw == 1 and ph == pw == 0:
         xm = x.reshape(N, C, H * W)
-        y = np.empty((N, K, H * W), dtype=dt)
+        y = xp.empty((N, K, H * W), dtype=dt)
         w2 = w.reshape(K, C)
 
         def run():
-            np.matmul(w2, xm, out=y)
+            xp.matmul(w2, xm, out=y)
             return y.reshape(N, K, P, Q)
 
         name, disp = "1x1 conv as one GEMM (BLAS)", 1
     else:
-        xp = np.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype=dt)
-        cols = np.empty((N, P, Q, C, R, S), dtype=dt)
-        y = np.empty((N, P * Q, K), dtype=dt)
+        xpad = xp.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype=dt)
+        cols = xp.empty((N, P, Q, C, R, S), dtype=dt)
+        y = xp.empty((N, P * Q, K), dtype=dt)
 
         def run():
-            xp[:, :, ph:ph + H, pw:pw + W] = x
-            win = sliding_window_view(xp, (R, S), axis=(2, 3))[:, :, ::sh, ::sw][:, :, :P, :Q]
-            np.copyto(cols, win.transpose(0, 2, 3, 1, 4, 5))
-            np.matmul(cols.reshape(N, P * Q, C * R * S), wm.T, out=y)
+            xpad[:, :, ph:ph + H, pw:pw + W] = x
+            xp.copyto(cols, windows(xp, xpad, R, S, sh, sw, P, Q).transpose(0, 2, 3, 1, 4, 5))
+            xp.matmul(cols.reshape(N, P * Q, C * R * S), wm.T, out=y)
             return y.transpose(0, 2, 1).reshape(N, K, P, Q)
 
         name, disp = "im2col + GEMM (BLAS)", 3
 
     def ref():
-        xp64 = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-        win = sliding_window_view(xp64, (R, S), axis=(2, 3))[:, :, ::sh, ::sw][:, :, :P, :Q]
-        return np.einsum("ncpqrs,kcrs->nkpq", win, w.astype(np.float64), optimize=True)
+        xp64 = xp.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+        return xp.einsum("ncpqrs,kcrs->nkpq", windows(xp, xp64, R, S, sh, sw, P, Q), w.astype(np.float64), optimize=True)
 
-    return Impl(name, run, ref, disp, need)
+    return Impl(name if xp is np else name.replace("BLAS", "cuBLAS"), run, ref, disp, need)
 
 
 def _own(op, rng, dt) -> Impl | None:

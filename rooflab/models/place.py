@@ -60,7 +60,8 @@ def ceilings_for(ceilings: dict, dtype: str, threads: int | None, device: str = 
     run_dtype = dtype if dtype in ("float32", "float64") or device == "cuda" else "float32"
     peak = rf.peak(run_dtype, threads) or rf.peak(run_dtype)
     mem = rf.main_memory_roof(threads)
-    lat = rf.latency("ufunc") if device == "cpu" else rf.latency("launch")
+    # the fixed cost of one eager call: numpy's ufunc dispatch on the CPU, a kernel enqueue on a GPU
+    lat = rf.latency("ufunc") if device == "cpu" else (rf.latency("enqueue") or rf.latency("launch"))
     lat = lat or rf.latency()
     if not peak or not mem:
         raise RooflabError("the ceilings file has no compute peak or memory roof for this device",
