@@ -157,7 +157,8 @@ def _run_suite(suite, device, runner, writer, args, threads, max_ws, progress):
     if device == "cpu" and suite == "ceilings":
         from .suite_ceilings import Plan, run
 
-        plan = Plan(threads_all=threads, quick=args.quick, max_ws=max_ws)
+        plan = Plan(threads_all=threads, quick=args.quick, max_ws=max_ws,
+                    sweep_factor=2.0 if args.quick else 2 ** 0.5)
         run(runner, writer, plan, progress)
     elif device == "cuda" and suite == "ceilings":
         from .cuda import suite as gpu_suite

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -74,17 +75,17 @@ def _panel(ax, result, rf: Roofline, threads, xmin, xmax, ops, label_top):
         ax.plot(xs, y, color=color, lw=1.6)
         ymin = min(ymin or y[0], y[0])
         xl = xmin * 1.6
-        ax.text(xl, xl * c["value"] * 1.12, f"{c['level']} {c['value']:.3g} GB/s ({c['kernel']})",
-                color=color, fontsize=7.5, rotation=0, va="bottom")
+        ax.text(xl, xl * c["value"] * 1.15, f"{c['level']} {c['value']:.3g} GB/s ({c['kernel']})",
+                color=color, fontsize=7.5, va="bottom", bbox={"fc": "white", "ec": "none", "alpha": 0.7, "pad": 0.5})
     fastest = max((c["value"] for c in roofs), default=None)
     for c in sorted(peaks, key=lambda c: c["value"]):
         color = DTYPE_COLORS.get(c["dtype"], "#222222")
         x0 = c["value"] / fastest if fastest else xmin
         ax.plot([x0, xmax], [c["value"]] * 2, color=color, lw=2)
-        ax.text(xmax / 1.05, c["value"] * 1.05,
+        ax.text(xmax / 1.05, c["value"] * 0.93,
                 f"{c['name'].split(',')[0]} {c['value']:.4g} GFLOP/s"
                 + (f" ({c['fraction_of_theoretical']:.0%} of theor.)" if c.get("fraction_of_theoretical") else ""),
-                color=color, fontsize=8, ha="right", va="bottom")
+                color=color, fontsize=8, ha="right", va="top")
     theo = [p for p in _theoretical(result) if p["threads"] == threads]
     for p in theo:
         color = DTYPE_COLORS.get(p["dtype"], "#222222")
@@ -108,11 +109,18 @@ def _panel(ax, result, rf: Roofline, threads, xmin, xmax, ops, label_top):
     ax.set_ylim(max(min(lows) / 3, 1e-3), (max([top or 1] + [p["gflops"] for p in theo]) * 2.5))
     ax.set_xlabel("arithmetic intensity [FLOP/byte]")
     ax.set_ylabel("performance [GFLOP/s]")
+    _plain_y(ax)
     ax.set_title(f"{threads} thread{'s' if threads > 1 else ''}" if result.get("device") != "cuda"
                  else "GPU", fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     if pts or ops:
         ax.legend(loc="lower right", fontsize=7.5)
+
+
+def _plain_y(ax):
+    fmt = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    ax.yaxis.set_major_formatter(fmt)
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
 def _theoretical(result: dict) -> list[dict]:
@@ -161,17 +169,22 @@ def bandwidth(result: dict, out: Path) -> list[Path]:
         for c in caches:
             cap = capacity(c, t)
             ax.axvline(cap, color="#888888", ls=":", lw=1)
-            ax.text(cap, ax.get_ylim()[1] if False else 1.0, f" {c['name']} {fmt_bytes(cap)} (OS)",
-                    rotation=90, fontsize=7, color="#555555", va="bottom", transform=ax.get_xaxis_transform())
+            ax.text(cap, 0.02, f" {c['name']} {fmt_bytes(cap)} (OS)", rotation=90, fontsize=7,
+                    color="#555555", va="bottom", ha="right", transform=ax.get_xaxis_transform())
         for c in ceilings:
             if c["kind"] == "bandwidth" and c["threads"] == t and c["kernel"] == "read" and c.get("plateau_end_bytes"):
-                ax.plot(c["plateau_end_bytes"], c["value"], marker="v", color="red", ms=6)
+                y = next((p["gbps"]["median"] for p in pts if p["threads"] == t and p["kernel"] == "read"
+                          and p["working_set_bytes"] == c["plateau_end_bytes"]), c["value"])
+                ax.plot(c["plateau_end_bytes"], y, marker="v", color="red", ms=6)
                 ax.annotate(f"{c['level']} plateau ends {fmt_bytes(c['plateau_end_bytes'])}",
-                            (c["plateau_end_bytes"], c["value"]), fontsize=6.5, color="red",
+                            (c["plateau_end_bytes"], y), fontsize=6.5, color="red",
                             xytext=(3, 6), textcoords="offset points")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("working set [bytes]")
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_bytes(v) if v >= 1 else ""))
+        ax.tick_params(axis="x", labelrotation=45, labelsize=7.5)
+        ax.set_xlabel("working set")
+        _plain_y(ax)
         ax.set_ylabel("bandwidth [GB/s]")
         ax.set_title(f"{t} thread{'s' if t > 1 else ''} (median, p20-p80 band; red ring = noisy)", fontsize=9)
         ax.grid(True, which="both", alpha=0.25)

@@ -54,9 +54,17 @@ def sweep_sizes(lo: int, hi: int, factor: float) -> list[int]:
         s *= factor
 
 
-def default_max_ws(caches: list[dict]) -> int:
+def default_max_ws(caches: list[dict], quick: bool = False) -> int:
+    """4x the LLC (STREAM's rule) in --quick, 8x in a full run so DRAM gets several sweep points;
+    capped by free memory (the sweep needs ~2.2x its working set with verification)."""
+    from .memory import available_bytes
+
     llc = caches[-1]["size_bytes"] if caches else 64 << 20
-    return max(4 * llc, 64 << 20)
+    want = max((4 if quick else 8) * llc, 64 << 20)
+    avail = available_bytes()
+    if avail:
+        want = min(want, int(0.8 * avail / 2.2))
+    return want
 
 
 def plan_steps(plan: Plan, sizes: list[int]) -> int:
@@ -234,7 +242,10 @@ def run(runner: Runner, writer, plan: Plan, progress) -> None:
     machine = writer.data["machine"]
     caches = machine["cpu"]["caches"]
     l1 = caches[0]["size_bytes"] if caches else 32 << 10
-    max_ws = plan.max_ws or default_max_ws(caches)
+    max_ws = plan.max_ws or default_max_ws(caches, plan.quick)
+    if caches and max_ws < 4 * caches[-1]["size_bytes"]:
+        writer.data["notes"].append(f"the sweep stops at {fmt_bytes(max_ws)}, below 4x the LLC: no DRAM ceiling "
+                                    f"(pass a larger --max-working-set if memory allows)")
     sizes = sweep_sizes(plan.min_ws, max_ws, plan.sweep_factor)
     intensity_ws = plan.intensity_ws or (min(max_ws, 512 << 20) if plan.quick else max_ws)
     require_fits(int(max(sizes[-1], intensity_ws) * 2.2), f"a working set of {fmt_bytes(max(sizes[-1], intensity_ws))}")

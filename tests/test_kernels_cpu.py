@@ -17,9 +17,10 @@ def test_registry_lists_families_and_devices():
     for n in ("cpu.stream.read", "cpu.stream.copy", "cpu.stream.triad", "cpu.ert.fma",
               "cpu.latency.empty", "cpu.latency.ufunc", "cpu.latency.fork_join", "cpu.clock.add_chain"):
         assert n in names
-    assert [v.name for v in rooflab.list_variants(family="stream")] == [
+    assert [v.name for v in rooflab.list_variants(family="stream", device="cpu")] == [
         "cpu.stream.read", "cpu.stream.copy", "cpu.stream.triad"]
     assert "stream" in rooflab.families("cpu")
+    assert {v.device for v in rooflab.list_variants(family="stream")} == {"cpu", "cuda"}
     with pytest.raises(rooflab.RooflabError, match="unknown kernel variant"):
         rooflab.get_variant("cpu.nope")
 
