@@ -1,6 +1,7 @@
 """What each CLI command does (argument parsing lives in cli.py)."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -21,7 +22,10 @@ def _devices(text: str) -> list[str]:
     if text == "all":
         from .cuda import backend
 
-        return ["cpu"] + (["cuda"] if backend.available() else [])
+        ok, why = backend.probe()
+        if not ok:
+            print(f"note: --device all runs the CPU only here: {why}", file=sys.stderr)
+        return ["cpu"] + (["cuda"] if ok else [])
     if text not in ("cpu", "cuda"):
         raise RooflabError(f"unknown device {text!r}", "use --device cpu, cuda or all")
     return [text]
@@ -102,7 +106,10 @@ def cmd_run(args) -> int:
         if device == "cuda":
             from .cuda import backend
 
-            backend.require()  # one-line DeviceUnavailable when there is no GPU/cupy
+            backend.require(args.gpu)  # one-line DeviceUnavailable when there is no GPU/cupy/such index
+            import cupy
+
+            cupy.cuda.Device(args.gpu).use()
         threads = check_threads(args.threads) if args.threads is not None else max_threads()
         max_ws = parse_size(args.max_working_set) if args.max_working_set else None
         out = Path(args.out)
@@ -116,7 +123,9 @@ def cmd_run(args) -> int:
             if device == "cuda":
                 from .cuda import backend
 
-                desc["gpu"] = backend.describe(0)
+                desc["gpu"] = backend.describe(args.gpu)
+                if not os.environ.get("ROOFLAB_MACHINE"):  # GPU results are filed under the GPU's name
+                    desc["id"] = f"{machine.slug(desc['gpu']['name'])}-gpu{args.gpu}"
             writer = ResultWriter(out, desc, suite, device, config)
             progress = RichProgress(f"{suite} on {device}")
             runner = Runner(settings)
