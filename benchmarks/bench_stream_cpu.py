@@ -1,4 +1,4 @@
-"""CPU bandwidth: read / copy / triad from L1-sized to DRAM-sized working sets, 1 and all threads.
+"""CPU bandwidth: read / copy / triad / update from L1-sized to DRAM-sized working sets, 1 and all threads.
 
 time_kernel: seconds per call (each call moves >= 64 MiB, repeating small working sets inside the
 compiled kernel): the regression signal. track_gbps: GB/s (STREAM byte counting), higher is better.
@@ -20,7 +20,8 @@ def _build(kernel, nbytes, threads):
     stream.fill_pattern(buf, threads)
     part = buf.size // k // 16 * 16
     inputs = tuple(buf[i * part:(i + 1) * part] for i in range(k))
-    Runner(Settings(probe_clock=False)).verify(v, inputs, v.params(), threads)  # raises if wrong
+    vparams = v.params(s=2.0) if kernel == "update" else v.params()  # s=1 would let a no-op pass
+    Runner(Settings(probe_clock=False)).verify(v, inputs, vparams, threads)  # raises if wrong
     reps = max(1, (64 << 20) // nbytes)
     return v, inputs, reps, buf
 

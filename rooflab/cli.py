@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="time budget per measurement (default 0.3, --quick 0.08)")
     r.add_argument("--model", default=None, help="models suite: resnet50, bert-base, gpt2 (default: all)")
-    r.add_argument("--batch", type=int, default=None, help="models suite: batch size for ResNet-50 (default 1)")
+    r.add_argument("--batch", type=int, default=None, help="models suite: batch size (default: ResNet-50 at 1 and 32, BERT at 1)")
+    r.add_argument("--seq", type=int, default=None, help="models suite: sequence length for BERT / GPT-2 prefill")
     r.add_argument("--ceilings", default=None, metavar="RESULT.json",
                    help="models suite: place ops on these ceilings (default: newest ceilings run here)")
     r.add_argument("--no-plot", action="store_true", help="do not write plots")

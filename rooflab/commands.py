@@ -167,7 +167,7 @@ def _run_suite(suite, device, runner, writer, args, threads, max_ws, progress):
         from .suite_ceilings import Plan, run
 
         plan = Plan(threads_all=threads, quick=args.quick, max_ws=max_ws,
-                    sweep_factor=2.0 if args.quick else 2 ** 0.5)
+                    sweep_factor=4.0 if args.quick else 2 ** 0.5)
         run(runner, writer, plan, progress)
     elif device == "cuda" and suite == "ceilings":
         from .cuda import suite as gpu_suite
@@ -177,7 +177,7 @@ def _run_suite(suite, device, runner, writer, args, threads, max_ws, progress):
         from .models import measure
 
         measure.run_suite(writer, device=device, quick=args.quick, threads=threads, progress=progress,
-                          model=args.model, batch=args.batch, ceilings_path=args.ceilings,
+                          model=args.model, batch=args.batch, seq=args.seq, ceilings_path=args.ceilings,
                           out_dir=Path(args.out))
     else:  # pragma: no cover - guarded by _suites
         raise RooflabError(f"suite {suite!r} is not available on {device}")
@@ -191,17 +191,11 @@ def _summary(data: dict) -> None:
         t = Table(title=f"Ceilings ({data['machine']['id']}, {data['device']})")
         for col in ("ceiling", "median", "p20-p80", "unit", "notes"):
             t.add_column(col, overflow="fold")
+        from .roofline import ceiling_notes
+
         for ce in data["ceilings"]:
             s = ce["stats"]
-            notes = []
-            if ce.get("noisy"):
-                notes.append("[red]noisy[/red]")
-            if ce.get("fraction_of_theoretical"):
-                notes.append(f"{ce['fraction_of_theoretical']:.0%} of theoretical")
-            if ce.get("above_105pct_of_theoretical"):
-                notes.append("[red]>105% of theoretical[/red]")
-            if ce["kind"] == "bandwidth" and ce.get("plateau_end_bytes") is not None and ce.get("os_size_bytes"):
-                notes.append(f"plateau ends {fmt_bytes(ce['plateau_end_bytes'])} (OS {fmt_bytes(ce['os_size_bytes'])})")
+            notes = [f"[red]{n}[/red]" if n in ("noisy", ">105% of theoretical") else n for n in ceiling_notes(ce)]
             t.add_row(ce["name"], f"{ce['value']:.4g}", f"{s['p20']:.4g}-{s['p80']:.4g}", ce["unit"], ", ".join(notes))
         c.print(t)
     for e in data.get("errors", []):

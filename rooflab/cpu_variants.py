@@ -57,7 +57,7 @@ register(Variant(
     name="cpu.stream.copy", family="stream", device="cpu",
     description="c[i] = a[i] as an explicit load/store loop (16 B/element)",
     kernel=_copy,
-    reference=lambda dst, src, **_: np.array(src, dtype=np.float64),
+    reference=lambda dst, src, **_: src.copy(),  # exact: a copy must reproduce every bit
     work=lambda dst, src, reps=1, **_: Work(bytes_read=src.nbytes * reps, bytes_written=dst.nbytes * reps),
     inputs=lambda n, dtype=np.float64, seed=0, **_: _random(n, dtype, seed, 2),
 ))
@@ -66,11 +66,27 @@ register(Variant(
     name="cpu.stream.triad", family="stream", device="cpu",
     description="a[i] = b[i] + s*c[i] (24 B/element, 1 FMA)",
     kernel=_triad,
-    reference=lambda a, b, c, s=3.0, **_: b.astype(np.float64) + np.float64(a.dtype.type(s)) * c.astype(np.float64),
+    reference=lambda a, b, c, s=3.0, **_: np.asarray(b, np.float64) + np.float64(a.dtype.type(s)) * np.asarray(c, np.float64),
     work=lambda a, b, c, reps=1, **_: Work(flops=2 * a.size * reps, bytes_read=(b.nbytes + c.nbytes) * reps,
                                            bytes_written=a.nbytes * reps),
     inputs=lambda n, dtype=np.float64, seed=0, **_: _random(n, dtype, seed, 3),
     defaults={"s": 3.0},
+))
+
+
+def _update(a, s=1.0, reps=1, threads=None):
+    stream.update(a, a.dtype.type(s), int(reps), _threads(threads))
+    return a
+
+
+register(Variant(
+    name="cpu.stream.update", family="stream", device="cpu",
+    description="a[i] = s*a[i] in place (16 B/element, no write-allocate); s=1 when timed",
+    kernel=_update,
+    reference=lambda a, s=1.0, reps=1, **_: np.asarray(a, np.float64) * np.float64(a.dtype.type(s)) ** int(reps),
+    work=lambda a, reps=1, **_: Work(flops=a.size * reps, bytes_read=a.nbytes * reps, bytes_written=a.nbytes * reps),
+    inputs=lambda n, dtype=np.float64, seed=0, **_: _random(n, dtype, seed, 1),
+    defaults={"s": 1.0},
 ))
 
 

@@ -183,14 +183,9 @@ def _nominal_ghz(info: dict) -> tuple[float | None, str]:
 
 
 def memory_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
+    from .memory import meminfo
+
+    return meminfo("MemTotal")
 
 
 def git_commit() -> dict:

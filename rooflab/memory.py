@@ -23,15 +23,23 @@ def aligned_empty(n: int, dtype=np.float64, align: int = PAGE) -> np.ndarray:
     return raw[offset:offset + n * dtype.itemsize].view(dtype)
 
 
-def available_bytes() -> int | None:
-    """MemAvailable from /proc/meminfo (None where the OS does not say)."""
+def meminfo(key: str) -> int | None:
+    """A /proc/meminfo field in bytes (None where the OS does not say)."""
     try:
         with open("/proc/meminfo") as f:
             for line in f:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
+    return None
+
+
+def available_bytes() -> int | None:
+    """Memory that can be allocated without swapping (MemAvailable)."""
+    avail = meminfo("MemAvailable")
+    if avail is not None:
+        return avail
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):

@@ -26,7 +26,7 @@ LEVEL_COLORS = {"L1": "#1b9e77", "L2": "#7570b3", "L3": "#e7298a", "L4": "#a6761
 DTYPE_COLORS = {"float64": "#222222", "float32": "#377eb8", "float16": "#4daf4a", "bfloat16": "#984ea3",
                 "tf32": "#ff7f00"}
 CLASS_COLORS = {"compute-bound": "#e41a1c", "memory-bound": "#377eb8", "latency-bound": "#999999"}
-KERNEL_STYLE = {"read": "-o", "copy": "-s", "triad": "-^"}
+KERNEL_STYLE = {"read": "-o", "copy": "-s", "triad": "-^", "update": "-D"}
 
 
 def _title(result: dict, what: str) -> str:
@@ -151,7 +151,12 @@ def bandwidth(result: dict, out: Path) -> list[Path]:
     counts = sorted({p["threads"] for p in pts}) or [1]
     fig, axes = plt.subplots(1, len(counts), figsize=(7.5 * len(counts), 4.8), squeeze=False)
     ceilings = result.get("ceilings", [])
-    caches = result["machine"].get("cpu", {}).get("caches", [])
+    if result.get("device") == "cuda":  # the GPU's L2 is the level that matters on a device sweep
+        gpu = result["machine"].get("gpu", {})
+        caches = [{"name": "L2", "size_bytes": gpu.get("l2_bytes") or 0, "private": False, "instances": 1,
+                   "shared_by_cpus": 1}] if gpu.get("l2_bytes") else []
+    else:
+        caches = result["machine"].get("cpu", {}).get("caches", [])
     from .roofline import capacity
 
     for ax, t in zip(axes[0], counts):

@@ -13,7 +13,7 @@ Public API (also re-exported as rooflab.list_variants / rooflab.get_variant):
 
   >>> import numpy as np, rooflab
   >>> [v.name for v in rooflab.list_variants(family="stream", device="cpu")]
-  ['cpu.stream.read', 'cpu.stream.copy', 'cpu.stream.triad']
+  ['cpu.stream.read', 'cpu.stream.copy', 'cpu.stream.triad', 'cpu.stream.update']
   >>> v = rooflab.get_variant("cpu.stream.triad")
   >>> a, b, c = v.inputs(1 << 16, np.float64)
   >>> out = v(a, b, c, s=3.0)          # runs the numba kernel on your arrays
@@ -30,7 +30,7 @@ DEVICES = ("cpu", "cuda")
 # What the asv suite measures (benchmarks/ reads these). APPEND ONLY: asv keys results by parameter
 # value, so removing or changing an entry orphans that benchmark's history across commits.
 BENCH_PARAMS = {
-    "stream_kernels": ["read", "copy", "triad"],
+    "stream_kernels": ["read", "copy", "triad", "update"],
     "stream_bytes": [32 << 10, 1 << 20, 64 << 20, 512 << 20],
     "stream_bytes_quick": [32 << 10, 1 << 20, 64 << 20],
     "fma_dtypes": ["float64", "float32"],

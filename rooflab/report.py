@@ -14,6 +14,7 @@ import io
 from pathlib import Path
 
 from .memory import fmt_bytes
+from .roofline import ceiling_notes
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}
@@ -95,13 +96,7 @@ def _ceilings_section(d: dict) -> str:
     rows = []
     for c in d.get("ceilings", []):
         s = c["stats"]
-        note = []
-        if c.get("noisy"):
-            note.append('<span class="noisy">noisy</span>')
-        if c.get("fraction_of_theoretical"):
-            note.append(f"{c['fraction_of_theoretical']:.0%} of theoretical")
-        if c.get("plateau_end_bytes") and c.get("os_size_bytes"):
-            note.append(f"plateau ends {fmt_bytes(c['plateau_end_bytes'])} (OS {fmt_bytes(c['os_size_bytes'])})")
+        note = [f'<span class="noisy">{_esc(n)}</span>' if n == "noisy" else _esc(n) for n in ceiling_notes(c)]
         rows.append([c["name"], c["kind"], _num(c["value"]), _num(s.get("p20")), _num(s.get("p80")), c["unit"],
                      f"<td>{' · '.join(note)}</td>"])
     return "<h2>Ceilings</h2>" + _table(["ceiling", "kind", "median", "p20", "p80", "unit", "notes"], rows)

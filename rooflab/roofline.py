@@ -102,6 +102,22 @@ def _plateau_ends(ceilings: list[dict], pts: list[dict]) -> None:
         ceilings[-1].setdefault("plateau_end_bytes", None)
 
 
+def ceiling_notes(c: dict) -> list[str]:
+    """Plain-text remarks on one ceiling, for the CLI summary and the HTML report."""
+    from .memory import fmt_bytes
+
+    notes = []
+    if c.get("noisy"):
+        notes.append("noisy")
+    if c.get("fraction_of_theoretical"):
+        notes.append(f"{c['fraction_of_theoretical']:.0%} of theoretical")
+    if c.get("above_105pct_of_theoretical"):
+        notes.append(">105% of theoretical")
+    if c["kind"] == "bandwidth" and c.get("plateau_end_bytes") and c.get("os_size_bytes"):
+        notes.append(f"plateau ends {fmt_bytes(c['plateau_end_bytes'])} (OS {fmt_bytes(c['os_size_bytes'])})")
+    return notes
+
+
 def attainable(intensity, peak: float, bandwidth: float):
     """min(peak, I x BW) for scalar or array I (FLOP/byte), in the units of peak."""
     return np.minimum(peak, np.asarray(intensity, dtype=float) * bandwidth)

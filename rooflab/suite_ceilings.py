@@ -22,9 +22,10 @@ from .registry import Variant, get_variant
 from .runner import Runner
 from .work import Work
 
-KERNELS = ("read", "copy", "triad")
+KERNELS = ("read", "copy", "triad", "update")
 INTENSITIES_FP64 = [(1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (32, 1), (32, 2), (32, 4), (32, 8),
                     (32, 16), (32, 32), (32, 64)]  # (K, passes): I = K * passes / 8 FLOP/B
+INTENSITIES_QUICK = [(1, 1), (4, 1), (16, 1), (32, 2), (32, 8), (32, 32), (32, 64)]  # 1/8 .. 256 FLOP/B
 PEAK_CONFIGS = [(64, 8), (32, 8)]  # (K, S) tried for the FMA peak; the best median is the ceiling
 
 
@@ -76,8 +77,12 @@ def plan_steps(plan: Plan, sizes: list[int]) -> int:
     if "bandwidth" not in plan.skip:
         n += len(sizes) * len(KERNELS) * len(plan.thread_counts())
     if "intensity" not in plan.skip:
-        n += len(INTENSITIES_FP64)
+        n += len(intensity_points(plan))
     return n
+
+
+def intensity_points(plan: Plan) -> list[tuple[int, int]]:
+    return INTENSITIES_QUICK if plan.quick else INTENSITIES_FP64
 
 
 def views(buf: np.ndarray, kernel: str) -> tuple:
@@ -122,9 +127,11 @@ def measure_bandwidth(runner: Runner, writer, plan: Plan, sizes: list[int], step
             for threads in plan.thread_counts():
                 step(f"{kernel} {fmt_bytes(ws)} {threads}T")
                 rec = runner.measure(v, arrays, threads=threads, label=f"{kernel} {fmt_bytes(ws)}",
+                                     verify_params={"s": 2.0} if kernel == "update" else None,
                                      meta={"kernel": kernel}, cv_limit=0.10,
                                      max_attempts=2 if plan.quick else 3)
                 writer.add_record(rec, sweep="bandwidth")
+            del arrays
         del buf
 
 
@@ -171,7 +178,7 @@ def measure_intensity(runner: Runner, writer, plan: Plan, l1_bytes: int, ws: int
     a = aligned_empty(n, np.float64)
     stream.fill_pattern(a, threads)
     target = 0.05 if plan.quick else 0.15
-    for K, passes in INTENSITIES_FP64:
+    for K, passes in intensity_points(plan):
         intensity = K * passes / 8
         step(f"intensity {intensity:g} FLOP/B")
         # slice length for ~target seconds per call, from a measured 1/16 of the array

@@ -31,45 +31,69 @@ def tolerance(dtype) -> dict:
                                 "add it to rooflab.verify.TOLERANCES") from None
 
 
+CHUNK = 1 << 22  # elements compared at a time: checks of multi-GiB arrays stay within ~100 MB
+
+
+def _f64(a):
+    return a if a.dtype == np.float64 else a.astype(np.float64)
+
+
 def check(got, expected, dtype=None, what: str = "result", rtol=None, atol=None) -> dict:
     """Raise VerificationError unless ``got`` matches ``expected`` within the dtype's tolerance.
 
+    ``expected`` may be an array of got's shape or a scalar (a closed form). Large arrays are
+    compared in chunks, so a check never needs more than a few chunk-sized temporaries.
     Returns a small report (max abs and rel error) to store next to the timing.
     """
     got_a = np.asarray(got)
-    exp_a = np.asarray(expected, dtype=np.float64) if np.asarray(expected).dtype.kind in "fc" \
-        else np.asarray(expected)
+    exp_a = np.asarray(expected)
     if dtype is None:
         dtype = got_a.dtype
     tol = tolerance(dtype)
     rtol = tol["rtol"] if rtol is None else rtol
     atol = tol["atol"] if atol is None else atol
-    if got_a.shape != exp_a.shape:
+    if exp_a.ndim and got_a.shape != exp_a.shape:
         raise VerificationError(f"{what}: shape {got_a.shape} != expected {exp_a.shape}")
-    g = got_a.astype(np.float64) if got_a.dtype.kind in "fcb" else got_a.astype(np.int64)
-    e = exp_a.astype(np.float64) if exp_a.dtype.kind in "fcb" else exp_a.astype(np.int64)
-    if not np.all(np.isfinite(g[np.isfinite(e)])):
-        bad = np.flatnonzero(~np.isfinite(g) & np.isfinite(e))
-        i = np.unravel_index(bad[0], g.shape) if g.ndim else ()
-        raise VerificationError(
-            f"{what}: {bad.size} non-finite values, first at index {tuple(map(int, i))}: "
-            f"got {g[i]!r}, expected {e[i]!r}")
-    err = np.abs(g - e)
-    limit = atol + rtol * np.abs(e)
-    bad_mask = err > limit
-    nbad = int(np.count_nonzero(bad_mask))
-    scale = float(np.max(np.abs(e))) if e.size else 0.0
-    report = {
-        "max_abs_err": float(err.max()) if err.size else 0.0,
-        "max_rel_err": float((err / np.maximum(np.abs(e), 1e-300)).max()) if err.size else 0.0,
-        "rtol": rtol,
-        "atol": atol,
-        "elements": int(e.size),
-    }
+    g_flat = got_a.reshape(-1)
+    e_flat = exp_a.reshape(-1) if exp_a.ndim else None
+    e_scalar = None if exp_a.ndim else float(exp_a)
+    nbad = 0
+    worst = None  # (excess, index, got, expected, err)
+    max_abs = max_rel = 0.0
+    scale = 0.0
+    for lo in range(0, max(g_flat.size, 1), CHUNK):
+        g = _f64(g_flat[lo:lo + CHUNK])
+        e = np.float64(e_scalar) if e_flat is None else _f64(e_flat[lo:lo + CHUNK])
+        if g.size == 0:
+            break
+        finite = np.isfinite(g)
+        if not finite.all():
+            bad = np.flatnonzero(~finite & np.isfinite(e))
+            if bad.size:
+                i = int(bad[0])
+                idx = np.unravel_index(lo + i, got_a.shape) if got_a.ndim else ()
+                ev = e if np.ndim(e) == 0 else e[i]
+                raise VerificationError(f"{what}: non-finite values, first at index {tuple(map(int, idx))}: "
+                                        f"got {g[i]!r}, expected {float(ev)!r}")
+        err = np.abs(g - e)
+        abs_e = np.abs(e)
+        excess = err - (atol + rtol * abs_e)
+        nb = int(np.count_nonzero(excess > 0))
+        max_abs = max(max_abs, float(err.max()))
+        max_rel = max(max_rel, float((err / np.maximum(abs_e, 1e-300)).max()))
+        scale = max(scale, float(np.max(abs_e)))
+        if nb:
+            nbad += nb
+            i = int(np.argmax(excess))
+            if worst is None or excess[i] > worst[0]:
+                ev = e if np.ndim(e) == 0 else e[i]
+                worst = (float(excess[i]), lo + i, float(g[i]), float(ev), float(err[i]))
+    report = {"max_abs_err": max_abs, "max_rel_err": max_rel, "rtol": rtol, "atol": atol,
+              "elements": int(g_flat.size)}
     if nbad:
-        worst = int(np.argmax(np.where(bad_mask, err - limit, -np.inf)))
-        idx = tuple(int(x) for x in np.unravel_index(worst, e.shape)) if e.ndim else ()
+        _, flat, gv, ev, err = worst
+        idx = tuple(int(x) for x in np.unravel_index(flat, got_a.shape)) if got_a.ndim else ()
         raise VerificationError(
-            f"{what}: {nbad} of {e.size} elements outside rtol={rtol:g} atol={atol:g}; worst at index "
-            f"{idx}: got {g[idx]!r}, expected {e[idx]!r} (abs err {err[idx]:.3g}, |ref| max {scale:.3g})")
+            f"{what}: {nbad} of {g_flat.size} elements outside rtol={rtol:g} atol={atol:g}; worst at index "
+            f"{idx}: got {gv!r}, expected {ev!r} (abs err {err:.3g}, |ref| max {scale:.3g})")
     return report

@@ -18,21 +18,24 @@ def test_registry_lists_families_and_devices():
               "cpu.latency.empty", "cpu.latency.ufunc", "cpu.latency.fork_join", "cpu.clock.add_chain"):
         assert n in names
     assert [v.name for v in rooflab.list_variants(family="stream", device="cpu")] == [
-        "cpu.stream.read", "cpu.stream.copy", "cpu.stream.triad"]
+        "cpu.stream.read", "cpu.stream.copy", "cpu.stream.triad", "cpu.stream.update"]
     assert "stream" in rooflab.families("cpu")
     assert {v.device for v in rooflab.list_variants(family="stream")} == {"cpu", "cuda"}
     with pytest.raises(rooflab.RooflabError, match="unknown kernel variant"):
         rooflab.get_variant("cpu.nope")
 
 
-@pytest.mark.parametrize("name", ["cpu.stream.read", "cpu.stream.copy", "cpu.stream.triad"])
+@pytest.mark.parametrize("name", ["cpu.stream.read", "cpu.stream.copy", "cpu.stream.triad", "cpu.stream.update"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("n", [1, 37, 4096 + 13, 100_003])
 @pytest.mark.parametrize("threads", THREADS)
 def test_stream_variants_match_reference(name, dtype, n, threads):
     v = rooflab.get_variant(name)
     inputs = v.inputs(n, dtype, seed=n)
-    rep = RUNNER.verify(v, inputs, v.params(reps=3) if name.endswith("read") else v.params(), threads)
+    params = v.params(reps=3) if name.endswith(("read", "update")) else v.params()
+    if name.endswith("update"):
+        params["s"] = 2.0  # s=1 (the timed setting) would let a do-nothing kernel pass
+    rep = RUNNER.verify(v, inputs, params, threads)
     assert rep["elements"] >= 1
 
 

@@ -149,3 +149,12 @@ def test_research_catalog_agrees_where_shapes_overlap():
             assert ops.flops(op) == row["flops"], row["layer"]
             checked += 1
     assert checked > 20
+
+
+def test_zero_flop_ops_are_placed_and_tabulated():
+    op = ops.normalize({"kind": "embedding", "shape": {"tokens": 8, "dim": 4, "vocab": 50}, "name": "emb"})
+    roofs = {"peak": {"value": PEAK, "name": "p"}, "memory": {"value": BW, "name": "m"}, "latency": {"value": 300.0}}
+    p = place.place_op(op, 1e-3, 1, roofs)
+    assert p["class"] == "latency-bound" and p["pct_of_attainable"] is None  # roofline time of ns < 300 ns
+    row = dict(p, name="emb", kind="embedding", count=1, impl="numpy.take", total_time_s=1e-3)
+    assert "| emb | embedding |" in place.to_markdown([row]) and "emb" in place.to_csv([row])

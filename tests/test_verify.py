@@ -50,3 +50,17 @@ def test_runner_refuses_to_time_wrong_kernels(make):
     assert rec["status"] == "failed" and rec["verified"] is False
     assert "elements outside" in rec["error"]
     assert "gflops" not in rec and "gbps" not in rec and "time_s" not in rec
+
+
+def test_check_in_chunks_finds_the_worst_element_and_accepts_scalars(monkeypatch):
+    import rooflab.verify as v
+
+    monkeypatch.setattr(v, "CHUNK", 1000)
+    exp = np.ones(10_000)
+    got = exp.copy()
+    got[2500] = 1.5
+    got[7777] = 3.0  # the worst, in another chunk
+    with pytest.raises(VerificationError) as e:
+        check(got, 1.0, dtype=np.float64)  # closed form: every element should be 1
+    assert "2 of 10000 elements" in str(e.value) and "(7777,)" in str(e.value) and "3.0" in str(e.value)
+    assert check(exp, exp)["elements"] == 10_000

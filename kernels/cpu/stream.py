@@ -4,6 +4,8 @@ Napkin math (STREAM byte convention, write-allocate not counted):
   read   s += a[i]           8 B/element   (1 add)
   copy   c[i] = a[i]        16 B/element
   triad  a[i] = b[i] + s*c[i] 24 B/element (1 FMA = 2 FLOP)
+  update a[i] = s*a[i]       16 B/element (1 FLOP; likwid's "update": a read-modify-write stream
+                             needs no write-allocate, so it is the fastest way to move DRAM bytes)
 A 64 B/cycle L1 at 3 GHz is ~190 GB/s per core for loads; DRAM on a VM slice is 10-30 GB/s, so a
 2 GiB triad pass takes ~0.1 s and a 16 KiB one ~0.1 us: ``reps`` repeats the pass inside the
 compiled function (no Python or fork/join cost per pass) until a sample lasts milliseconds.
@@ -105,6 +107,22 @@ def triad(a, b, c, s, reps, nchunks):
         _triad(a[lo:hi], b[lo:hi], c[lo:hi], s, reps)
 
 
+@njit(fastmath={"contract"}, inline="always")
+def _update(a, s, reps):
+    for _ in range(reps):
+        for i in range(a.size):
+            a[i] = s * a[i]
+
+
+@njit(parallel=True, fastmath={"contract"}, cache=True)
+def update(a, s, reps, nchunks):
+    """a[:] = s*a, ``reps`` times."""
+    n = a.size
+    for t in prange(nchunks):
+        lo, hi = _chunk(n, t, nchunks)
+        _update(a[lo:hi], s, reps)
+
+
 @njit(parallel=True, cache=True)
 def touch(a, value, nchunks):
     """First touch with the same chunking as the kernels, so each page lands near its thread."""
@@ -115,9 +133,9 @@ def touch(a, value, nchunks):
             a[i] = value
 
 
-BYTES_PER_ELEMENT = {"read": 1, "copy": 2, "triad": 3}  # x itemsize
-FLOPS_PER_ELEMENT = {"read": 1, "copy": 0, "triad": 2}
-ARRAYS = {"read": 1, "copy": 2, "triad": 3}
+BYTES_PER_ELEMENT = {"read": 1, "copy": 2, "triad": 3, "update": 2}  # x itemsize
+FLOPS_PER_ELEMENT = {"read": 1, "copy": 0, "triad": 2, "update": 1}
+ARRAYS = {"read": 1, "copy": 2, "triad": 3, "update": 1}
 
 
 @njit(parallel=True, cache=True)

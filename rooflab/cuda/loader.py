@@ -61,12 +61,15 @@ def kernel(name: str, function: str, defines: dict | None = None):
     return module(name, defines).get_function(function)
 
 
-def launch(fn, grid, block, args, what: str):
-    """Launch and check: a CUDA error becomes a RooflabError naming it (the run goes on)."""
+def launch(fn, grid, block, args, what: str, sync: bool = False):
+    """Launch (asynchronously unless ``sync``); a CUDA error becomes a RooflabError naming it, so
+    the suite records it and goes on. Errors of an asynchronous launch surface at the next
+    synchronisation (the verification that follows every first launch, or the timer's event)."""
     import cupy
 
     try:
         fn((int(grid),), (int(block),), args)
-        cupy.cuda.get_current_stream().synchronize()
+        if sync:
+            cupy.cuda.get_current_stream().synchronize()
     except Exception as e:
         raise RooflabError(f"{what}: launch failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None

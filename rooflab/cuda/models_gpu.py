@@ -16,13 +16,14 @@ from . import timing as gtime
 from .suite import check_device
 
 
-def run_suite(writer, *, quick, progress, model=None, batch=None, ceilings_path=None, out_dir=Path("results")):
+def run_suite(writer, *, quick, progress, model=None, batch=None, seq=None, ceilings_path=None,
+              out_dir=Path("results")):
     import cupy as cp
 
     ceil, src = find_ceilings(out_dir, writer.data["machine"]["id"], "cuda", ceilings_path)
     writer.data.update(ceilings=ceil["ceilings"], ceilings_source=src, classification_rule=place.RULE)
     writer.data["machine"]["gpu"] = ceil["machine"].get("gpu", writer.data["machine"].get("gpu"))
-    todo = [(model, {"batch": batch} if model == "resnet50" else {})] if model else catalog.default_suite(batch)
+    todo = catalog.suite_for(model, batch, seq)
     groups = [(name, catalog.distinct(catalog.model_ops(name, **kw))) for name, kw in todo]
     progress.start(sum(len(o) for _, o in groups))
     l2 = writer.data["machine"]["gpu"].get("l2_bytes") or (50 << 20)

@@ -60,7 +60,7 @@ def resnet50(batch: int = 1, image: int = 224) -> list[dict]:
             cin, h = 4 * width, ho
     ops.append({"kind": "avgpool", "name": "avgpool", "shape": {"N": N, "C": cin, "H": h, "W": h}})
     ops.append({"kind": "gemm", "name": "fc", "shape": {"M": N, "N": 1000, "K": cin, "bias": True}})
-    return [dict(o, model="resnet50") for o in ops]
+    return [dict(o, model=f"resnet50-b{batch}") for o in ops]
 
 
 def bert_base(seq: int = 128, batch: int = 1) -> list[dict]:
@@ -146,6 +146,25 @@ def distinct(ops: list[dict]) -> list[dict]:
 
 
 def default_suite(batch: int | None = None) -> list[tuple[str, dict]]:
-    """(model, kwargs) placed by `rooflab run --suite models` when no --model is given."""
-    return [("resnet50", {"batch": batch or 1}), ("bert-base", {"seq": 128}), ("gpt2-decode", {}),
-            ("gpt2-prefill", {"seq": 1024})]
+    """(model, kwargs) placed by `rooflab run --suite models` when no --model is given:
+    ResNet-50 at batch 1 and 32 (or the given --batch), BERT-base at sequence 128 and 512,
+    GPT-2 small decode (KV cache 1024) and prefill (1024 tokens)."""
+    batches = [batch] if batch else [1, 32]
+    return ([("resnet50", {"batch": b}) for b in batches] + [("bert-base", {"seq": 128}), ("bert-base", {"seq": 512}),
+            ("gpt2-decode", {}), ("gpt2-prefill", {"seq": 1024})])
+
+
+def suite_for(model: str | None, batch: int | None = None, seq: int | None = None) -> list[tuple[str, dict]]:
+    """What `rooflab run --suite models [--model M] [--batch B] [--seq S]` places."""
+    if not model:
+        return default_suite(batch)
+    if model not in MODELS and model not in ("bert", "gpt2"):
+        from ..errors import RooflabError
+
+        raise RooflabError(f"unknown model {model!r}", f"use one of: {', '.join(MODELS)}")
+    kw = {}
+    if batch and model in ("resnet50", "bert-base", "bert"):
+        kw["batch"] = batch
+    if seq and model in ("bert-base", "bert", "gpt2-prefill"):
+        kw["seq"] = seq
+    return [(model, kw)]

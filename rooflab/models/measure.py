@@ -131,19 +131,19 @@ def _finish_outputs(writer, placed, summaries):
     return [Path(stem + ".ops.csv"), Path(stem + ".ops.md")]
 
 
-def run_suite(writer, *, device, quick, threads, progress, model=None, batch=None, ceilings_path=None,
+def run_suite(writer, *, device, quick, threads, progress, model=None, batch=None, seq=None, ceilings_path=None,
               out_dir=Path("results")):
     if device != "cpu":
         from ..cuda import models_gpu
 
-        return models_gpu.run_suite(writer, quick=quick, progress=progress, model=model, batch=batch,
+        return models_gpu.run_suite(writer, quick=quick, progress=progress, model=model, batch=batch, seq=seq,
                                     ceilings_path=ceilings_path, out_dir=out_dir)
     ceil, src = find_ceilings(out_dir, writer.data["machine"]["id"], device, ceilings_path)
     writer.data["ceilings"] = ceil["ceilings"]
     writer.data["ceilings_source"] = src
     writer.data["classification_rule"] = place.RULE
     writer.data["machine"]["cpu"]["theoretical"] = ceil["machine"]["cpu"].get("theoretical", {})
-    todo = [(model, {"batch": batch} if model == "resnet50" else {})] if model else catalog.default_suite(batch)
+    todo = catalog.suite_for(model, batch, seq)
     groups = []
     for name, kw in todo:
         ops = catalog.distinct(catalog.model_ops(name, **kw))

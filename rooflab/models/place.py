@@ -117,8 +117,9 @@ def to_markdown(placed: list[dict]) -> str:
            "|---|---|---|---|---|---|---|---|---|\n"
     rows = []
     for p in placed:
+        pct = "-" if p.get("pct_of_attainable") is None else f"{p['pct_of_attainable']:.0f}%"
         rows.append(f"| {p['name']} | {p['kind']} | {p['count']} | {p['impl']} | {p['intensity']:.3g} | "
-                    f"{p['seconds'] * 1e6:.1f} | {p['achieved_gflops']:.3g} | {p['pct_of_attainable']:.0f}% | "
+                    f"{p['seconds'] * 1e6:.1f} | {p['achieved_gflops']:.3g} | {pct} | "
                     f"{p['class']}{' (cache-resident)' if p['cache_resident'] else ''} |")
     return head + "\n".join(rows) + "\n"
 
