@@ -50,12 +50,17 @@ class StreamGPU:
 
 
 class ComputeGPU:
-    params = (["cuda.fma.f32", "cuda.fma.f64", "cuda.mma.f16", "cuda.mma.bf16"],)
+    params = (["cuda.fma.f32", "cuda.fma.f64", "cuda.mma.f16", "cuda.mma.bf16", "cuda.wgmma.f16", "cuda.wgmma.bf16"],)
     param_names = ["variant"]
     timeout = 300
 
     def setup(self, name):
         require_gpu()
+        if name.startswith("cuda.wgmma"):
+            from rooflab.cuda import loader
+
+            if loader.device_arch() != "sm_90":
+                raise NotImplementedError("wgmma needs Hopper (sm_90)")
         self.v, self.inputs, self.p = prepared(("gcomp", name), lambda: _verified(name))
 
     def time_kernel(self, name):

@@ -3,7 +3,6 @@
 time_kernel: seconds per call (each call moves >= 64 MiB, repeating small working sets inside the
 compiled kernel): the regression signal. track_gbps: GB/s (STREAM byte counting), higher is better.
 """
-import numpy as np
 
 from ._common import QUICK, bench_params, prepared, thread_counts
 

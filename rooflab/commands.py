@@ -5,7 +5,7 @@ import os
 import sys
 from pathlib import Path
 
-from .errors import DeviceUnavailable, RooflabError
+from .errors import RooflabError
 from .memory import fmt_bytes, parse_size
 
 AGREEMENT = 0.05  # two consecutive runs should agree within 5% on every ceiling's median
@@ -172,7 +172,7 @@ def _run_suite(suite, device, runner, writer, args, threads, max_ws, progress):
     elif device == "cuda" and suite == "ceilings":
         from .cuda import suite as gpu_suite
 
-        gpu_suite.run(writer, quick=args.quick, progress=progress)
+        gpu_suite.run(writer, quick=args.quick, progress=progress, budget_s=args.budget)
     elif suite == "models":
         from .models import measure
 

@@ -124,9 +124,18 @@ def _plain_y(ax):
 
 
 def _theoretical(result: dict) -> list[dict]:
+    """Theoretical peaks to draw, one line per distinct value (a GPU's FP16 and BF16 tensor peaks
+    coincide)."""
     if result.get("device") == "cuda":
-        return result["machine"].get("gpu", {}).get("theoretical", {}).get("peaks", [])
-    return result["machine"]["cpu"].get("theoretical", {}).get("peaks", [])
+        peaks = result["machine"].get("gpu", {}).get("theoretical", {}).get("peaks", [])
+    else:
+        peaks = result["machine"]["cpu"].get("theoretical", {}).get("peaks", [])
+    seen, out = set(), []
+    for p in peaks:
+        if (p["threads"], round(p["gflops"], 6)) not in seen:
+            seen.add((p["threads"], round(p["gflops"], 6)))
+            out.append(p)
+    return out
 
 
 def _ops(ax, ops: list[dict], label_top: int):

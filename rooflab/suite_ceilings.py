@@ -8,7 +8,6 @@ every call streams data that has not been touched for ~4x LLC bytes, i.e. from D
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from statistics import median
@@ -20,7 +19,6 @@ from .kernels.cpu import ert, stream
 from .memory import aligned_empty, fmt_bytes, require_fits
 from .registry import Variant, get_variant
 from .runner import Runner
-from .work import Work
 
 KERNELS = ("read", "copy", "triad", "update")
 INTENSITIES_FP64 = [(1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (32, 1), (32, 2), (32, 4), (32, 8),

@@ -10,20 +10,24 @@ out=${1:?usage: scripts/device_check.sh OUTDIR}
 mkdir -p "$out"
 log="$out/device_check.log"
 exec > >(tee "$log") 2>&1
+tee_pid=$!
 export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR="${TMPDIR:-/tmp}/rooflab-cupy-cache"
 py=${PYTHON:-python3}
 start=$(date +%s)
 echo "== $(date -u +%FT%TZ) rooflab device check on $(hostname)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,memory.total --format=csv || true
 
-echo "== install (no dependencies, no network)"
-$py -m pip install -q --no-deps --no-build-isolation -e . || { echo "install failed"; exit 1; }
+if [ -z "${ROOFLAB_CHECK_NO_INSTALL:-}" ]; then  # the tests set it: rooflab is installed there already
+  echo "== install (no dependencies, no network)"
+  $py -m pip install -q --no-deps --no-build-isolation -e . || { echo "install failed"; exit 1; }
+fi
 
 echo "== rooflab info"
 timeout 60 $py -m rooflab info
 
-echo "== GPU and CUDA compile tests"
-timeout 200 $py -m pytest -q -p no:cacheprovider tests/test_cuda_gpu.py tests/test_cuda_compile.py
+echo "== GPU, CUDA host-side and compile tests"
+# shellcheck disable=SC2086  # ROOFLAB_CHECK_TESTS is a list of test files
+timeout 240 $py -m pytest -q -p no:cacheprovider ${ROOFLAB_CHECK_TESTS:-tests/test_cuda_gpu.py tests/test_cuda_host.py tests/test_cuda_compile.py}
 tests_rc=$?
 
 echo "== rooflab run --device cuda --quick"
@@ -35,12 +39,20 @@ if [ -n "$res" ]; then
   cp "$res" "$out/gpu-ceilings.json"
   stem="${res%.json}"
   [ -f "$stem.roofline.png" ] && cp "$stem.roofline.png" "$out/gpu-roofline.png"
+  [ -f "$stem.bandwidth.png" ] && cp "$stem.bandwidth.png" "$out/gpu-bandwidth.png"
   $py - "$out/gpu-ceilings.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 for c in d["ceilings"]:
-    extra = f" ({c['fraction_of_theoretical']:.0%} of theoretical)" if c.get("fraction_of_theoretical") else ""
+    extra = ""
+    if c.get("fraction_of_theoretical"):
+        extra = (f" ({c['fraction_of_theoretical']:.1%} of {c['theoretical']:.0f} at the "
+                 f"{c['theoretical_clock']} clock {c['theoretical_clock_ghz']:.3f} GHz)")
     print(f"{c['name']:40s} {c['value']:12.1f} {c['unit']}{extra}")
+for b in d.get("cuda_builds", []):
+    regs = ", ".join(f"{k}: {r.get('registers')} regs, {r.get('spill_store_bytes')} B spilled"
+                     for k, r in b["resources"].items())
+    print(f"build: {b['source']} {b['arch']} NVRTC {b['nvrtc_version']}: {regs}")
 for r in d.get("peer_ratios", []):
     print(f"peer: {r['what']}: {r['ratio']:.3f}")
 for e in d.get("errors", []):
@@ -49,4 +61,7 @@ PY
 fi
 rm -rf "$out/results"
 echo "== done in $(( $(date +%s) - start )) s (tests rc=$tests_rc, run rc=$run_rc)"
-exit $(( tests_rc != 0 || run_rc > 1 ))
+rc=$(( tests_rc != 0 || run_rc > 1 ))
+exec 1>&- 2>&-  # close the pipe so that tee has written the whole log before we exit
+wait "$tee_pid" 2>/dev/null
+exit $rc

@@ -16,17 +16,28 @@ def test_describe_has_the_facts_peaks_need():
     assert d["theoretical"]["peaks"]
 
 
-@pytest.mark.parametrize("name", [v.name for v in rooflab.list_variants(device="cuda")])
-def test_every_cuda_variant_verifies(name):
-    from rooflab.cuda.suite import check_device
+def test_fma_probes_a_plausible_sm_clock():
+    from rooflab.cuda import variants as cv
 
-    v = rooflab.get_variant(name)
-    inputs = v.inputs(1 << 20) if name.startswith(("cuda.stream", "cuda.intensity")) else v.inputs()
-    params = v.params()
-    dtype = v.result_dtype(*inputs, **params) if v.result_dtype else inputs[0].dtype
-    expected = v.reference(*inputs, reps=2, **params)
-    got = v.kernel(*inputs, reps=2, **params)
-    check_device(got, expected, dtype, name)
+    v = rooflab.get_variant("cuda.fma.f32")
+    out, clk = v.inputs()
+    v.kernel(out, clk, reps=2000)
+    c = cv.measured_clock(clk)
+    top = backend.describe(0)["clock_ghz"]
+    assert c is not None and c["blocks"] == clk.size // 2
+    assert 0.2 * top < c["ghz"] < 1.1 * top, (c, top)
+
+
+def test_a_bad_launch_is_named_and_the_next_one_works():
+    from rooflab.cuda import loader
+
+    v = rooflab.get_variant("cuda.launch.empty")
+    (flag,) = v.inputs()
+    fn = loader.kernel("launch.cu", "empty_kernel")
+    with pytest.raises(rooflab.RooflabError, match="launch failed: .*(nvalid|INVALID)"):
+        loader.launch(fn, 1, 4096, (flag,), "empty_kernel", sync=True)  # 4096 threads per block: invalid
+    loader.launch(fn, 1, 32, (flag,), "empty_kernel", sync=True)
+    assert int(flag.get()[0]) == 0
 
 
 def test_wrong_expectation_is_rejected():
@@ -53,3 +64,22 @@ def test_run_cuda_quick(tmp_path):
     d = load(f)
     kinds = {c["kind"] for c in d["ceilings"]}
     assert {"bandwidth", "compute", "latency"} <= kinds
+    assert d["cuda_builds"] and all(b["resources"] for b in d["cuda_builds"])
+    assert {c["level"] for c in d["ceilings"] if c["kind"] == "bandwidth"} >= {"HBM", "L2", "shared", "host"}
+
+
+# last: the registry lists wgmma last, and a kernel fault would poison the CUDA context for later tests
+@pytest.mark.parametrize("name", [v.name for v in rooflab.list_variants(device="cuda")])
+def test_every_cuda_variant_verifies(name):
+    from rooflab.cuda import loader
+    from rooflab.cuda.suite import check_device
+
+    if name.startswith("cuda.wgmma") and loader.device_arch() != "sm_90":
+        pytest.skip(f"wgmma needs Hopper (sm_90); this GPU is {loader.device_arch()}")
+    v = rooflab.get_variant(name)
+    inputs = v.inputs(1 << 20) if name.startswith(("cuda.stream", "cuda.intensity", "cuda.l2")) else v.inputs()
+    params = v.params()
+    dtype = v.result_dtype(*inputs, **params) if v.result_dtype else inputs[0].dtype
+    expected = v.reference(*inputs, reps=2, **params)
+    got = v.kernel(*inputs, reps=2, **params)
+    check_device(got, expected, dtype, name)

@@ -97,7 +97,7 @@ def test_fma_kernel_uses_vector_fma(dtype, suffix):
     a = np.ones(4 * 64, dtype=dtype)
     k(a, a.size, 1, dtype(0.5), dtype(0.5), 1)
     asm = _asm(k, dtype)
-    vec = [ln for ln in asm.splitlines() if f"vfmadd" in ln and suffix in ln and ("%ymm" in ln or "%zmm" in ln)]
+    vec = [ln for ln in asm.splitlines() if "vfmadd" in ln and suffix in ln and ("%ymm" in ln or "%zmm" in ln)]
     assert len(vec) >= 8 * 4, "the K x S chains must compile to packed (ymm/zmm) FMAs"
 
 

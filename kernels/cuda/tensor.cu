@@ -3,6 +3,7 @@
 // nothing but MMAs. (Hopper's full rate needs wgmma; mma.sync reaches roughly 2/3 of it.)
 //
 // FLOPs per mma per warp = 2 x 16 x 8 x 16 = 4096; per launch = warps x iters x UNROLL x CHAINS x 4096.
+// The SM clock during the launch is probed per block (common.cuh) when clk is not null.
 // Check: every A element is 1/16 and every B element 1 (bit patterns passed from the host, no
 // headers needed), so each mma adds exactly 1.0 to every accumulator: after m = iters x UNROLL
 // mmas every thread's 4 x CHAINS accumulators hold m, and out = 4 x CHAINS x m exactly.
@@ -16,7 +17,10 @@
 #endif
 
 #define MMA_KERNEL(NAME, TYPE)                                                                   \
-    extern "C" __global__ void NAME(float* __restrict__ out, int iters, unsigned a_bits, unsigned b_bits) { \
+    extern "C" __global__ void NAME(float* __restrict__ out, int iters, unsigned a_bits, unsigned b_bits, \
+                                    u64* __restrict__ clk) {                                     \
+        SmClock clock;                                                                           \
+        clock.start(clk);                                                                        \
         float d[CHAINS][4];                                                                      \
         _Pragma("unroll") for (int c = 0; c < CHAINS; ++c)                                       \
             _Pragma("unroll") for (int r = 0; r < 4; ++r) d[c][r] = 0.f;                         \
@@ -33,6 +37,7 @@
         _Pragma("unroll") for (int c = 0; c < CHAINS; ++c)                                       \
             _Pragma("unroll") for (int r = 0; r < 4; ++r) s += d[c][r];                          \
         out[(i64)blockIdx.x * blockDim.x + threadIdx.x] = s;                                     \
+        clock.stop(clk);                                                                         \
     }
 
 MMA_KERNEL(mma_f16, "f16")

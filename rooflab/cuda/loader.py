@@ -1,75 +1,110 @@
-"""Load the project's .cu files from the installed package, compile once, launch.
+"""Load compiled kernels onto the current GPU and launch them.
 
-Sources are read with importlib.resources (so they come from the wheel asv installs), the local
-``#include "common.cuh"`` is resolved here (NVRTC has no include path to the package), knobs are
-passed as -D options, and each (file, options) pair is compiled once per process and cached:
-nothing is ever compiled inside a timed region. A compile failure raises with NVRTC's log; a
-launch failure names the CUDA error.
+``module(name, defines, name_expressions)`` compiles kernels/cuda/<name> for the current device's
+architecture (rooflab.cuda.compiler: NVRTC -> cubin, cached on disk), loads the cubin once per
+process with ``cupy.RawModule(path=...)`` and caches it; nothing is ever compiled or loaded inside a
+timed region. ``kernel(...)`` returns a launchable function (a template is asked for by its name
+expression, e.g. ``"fma_peak<float>"``). ``launch(...)`` turns a CUDA error into a RooflabError
+that names it, so a suite records the failure and goes on.
+
+Launch-configuration helpers: ``sm_count()``, ``one_wave(block, per_sm_threads)`` (a grid that fills
+every SM once), ``device_arch()``.
 """
 from __future__ import annotations
 
-import importlib.resources
-import re
-
 from ..errors import RooflabError
+from . import compiler
 
 _MODULES: dict = {}
-_INCLUDE = re.compile(r'^\s*#include\s+"([^"]+)"\s*$', re.M)
 
 
-def source(name: str) -> str:
-    """Text of kernels/cuda/<name> with local includes inlined."""
-    pkg = importlib.resources.files("rooflab.kernels.cuda")
-    try:
-        text = pkg.joinpath(name).read_text()
-    except FileNotFoundError:
-        raise RooflabError(f"CUDA source {name!r} is not in the installed package") from None
+class Module:
+    """A loaded cubin plus its build report (registers, spills, lowered template names)."""
 
-    def inline(m):
-        return pkg.joinpath(m.group(1)).read_text()
+    def __init__(self, raw, build: compiler.Build):
+        self.raw, self.build = raw, build
+        self._functions: dict = {}
 
-    return _INCLUDE.sub(inline, text)
-
-
-def sources() -> list[str]:
-    pkg = importlib.resources.files("rooflab.kernels.cuda")
-    return sorted(p.name for p in pkg.iterdir() if p.name.endswith(".cu"))
-
-
-def options(defines: dict | None = None) -> tuple:
-    return ("-std=c++17",) + tuple(f"-D{k}={v}" for k, v in sorted((defines or {}).items()))
+    def function(self, name: str):
+        fn = self._functions.get(name)
+        if fn is None:
+            mangled = self.build.lowered.get(name, name)
+            try:
+                fn = self.raw.get_function(mangled)
+            except Exception as e:
+                known = ", ".join(sorted(self.build.resources)) or "none"
+                raise RooflabError(f"{self.build.source} has no kernel {name!r} ({_first_line(e)}); "
+                                   f"its kernels: {known}") from None
+            self._functions[name] = fn
+        return fn
 
 
-def module(name: str, defines: dict | None = None):
-    """cupy.RawModule for kernels/cuda/<name>, compiled (NVRTC, cubin for this GPU) and cached."""
-    key = (name, tuple(sorted((defines or {}).items())))
-    if key in _MODULES:
-        return _MODULES[key]
+def device_arch() -> str:
     import cupy
 
-    mod = cupy.RawModule(code=source(name), options=options(defines))
-    try:
-        mod.compile()
-    except Exception as e:  # cupy.cuda.compiler.CompileException carries the NVRTC log
-        log = getattr(e, "get_message", lambda: str(e))()
-        raise RooflabError(f"{name} failed to compile with NVRTC {options(defines)}:\n{log}") from None
-    _MODULES[key] = mod
+    return f"sm_{cupy.cuda.Device().compute_capability}"
+
+
+def module(name: str, defines: dict | None = None, name_expressions=()) -> Module:
+    """kernels/cuda/<name> compiled for this GPU and loaded (once per process and device)."""
+    import cupy
+
+    arch = compiler.arch_for(name, device_arch())
+    key = (name, tuple(sorted((defines or {}).items())), tuple(name_expressions), cupy.cuda.Device().id)
+    mod = _MODULES.get(key)
+    if mod is None:
+        b = compiler.build(name, arch, defines, name_expressions)
+        try:
+            raw = cupy.RawModule(path=b.cubin_path)
+        except Exception as e:
+            raise RooflabError(f"{name}: the {arch} cubin did not load: {_first_line(e)}") from None
+        mod = _MODULES[key] = Module(raw, b)
     return mod
 
 
-def kernel(name: str, function: str, defines: dict | None = None):
-    return module(name, defines).get_function(function)
+def kernel(name: str, function: str, defines: dict | None = None, name_expressions=()):
+    """A launchable kernel: ``kernel(...)((grid,), (block,), args)``."""
+    return module(name, defines, name_expressions).function(function)
 
 
-def launch(fn, grid, block, args, what: str, sync: bool = False):
+def builds() -> list[dict]:
+    """Build reports of every module loaded in this process (for the result file)."""
+    return [m.build.summary() for m in _MODULES.values()]
+
+
+def launch(fn, grid, block, args, what: str, sync: bool = False, shared_mem: int = 0):
     """Launch (asynchronously unless ``sync``); a CUDA error becomes a RooflabError naming it, so
     the suite records it and goes on. Errors of an asynchronous launch surface at the next
     synchronisation (the verification that follows every first launch, or the timer's event)."""
-    import cupy
-
     try:
-        fn((int(grid),), (int(block),), args)
+        fn((int(grid),), (int(block),), args, shared_mem=int(shared_mem))
         if sync:
+            import cupy
+
             cupy.cuda.get_current_stream().synchronize()
     except Exception as e:
-        raise RooflabError(f"{what}: launch failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+        raise RooflabError(f"{what}: launch failed: {cuda_error(e)}") from None
+
+
+def cuda_error(e: BaseException) -> str:
+    """'cudaErrorIllegalAddress: an illegal memory access...' for CUDA errors, the type and first
+    line for anything else."""
+    text = _first_line(e)
+    return text if text.startswith(("cuda", "CUDA", "nvrtc", "NVRTC")) else f"{type(e).__name__}: {text}"
+
+
+def sm_count() -> int:
+    import cupy
+
+    rt = cupy.cuda.runtime
+    return int(rt.deviceGetAttribute(rt.cudaDevAttrMultiProcessorCount, cupy.cuda.Device().id))
+
+
+def one_wave(block: int, per_sm_threads: int = 2048) -> int:
+    """Blocks that fill every SM exactly once at ``per_sm_threads`` resident threads per SM."""
+    return sm_count() * max(1, per_sm_threads // block)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:240] if text else type(e).__name__

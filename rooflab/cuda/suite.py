@@ -8,15 +8,15 @@ with its CUDA error and the suite goes on with the next measurement.
 """
 from __future__ import annotations
 
-import time
 from statistics import median
 
 import numpy as np
 
 from ..errors import RooflabError, VerificationError
 from ..registry import get_variant
-from ..timing import Samples, invert_stats, summarize
+from ..timing import invert_stats
 from ..verify import tolerance
+from . import backend, loader
 from . import timing as gtime
 from . import variants as cv
 
@@ -42,6 +42,9 @@ def check_device(got, expected, dtype, what: str) -> dict:
 
 def _measure(v, inputs, *, params=None, reps=None, target_s=0.01, budget_s=0.3, label=None,
              verify_reps=1, flush=None, meta=None) -> dict:
+    """Verify ``v`` on ``inputs`` (closed form), calibrate reps so one sample lasts ``target_s``,
+    time it with CUDA events, and return the record. A verification or launch failure returns a
+    failed record with the error and no figure."""
     params = v.params(**(params or {}))
     dtype = v.result_dtype(*inputs, **params) if v.result_dtype else inputs[0].dtype
     rec = {"variant": v.name, "family": v.family, "device": "cuda", "label": label or v.name, "threads": 0,
@@ -52,14 +55,10 @@ def _measure(v, inputs, *, params=None, reps=None, target_s=0.01, budget_s=0.3, 
         got = v.kernel(*inputs, reps=verify_reps, **params)
         rec["verification"] = check_device(got, expected, dtype, v.name)
         rec["verified"] = True
+        del expected, got
         if reps is None:  # calibrate: one launch's time -> reps for target_s
-            t0 = time.perf_counter()
-            v.kernel(*inputs, reps=1, **params)
-            import cupy
-
-            cupy.cuda.get_current_stream().synchronize()
-            dt = time.perf_counter() - t0
-            reps = max(1, int(target_s / max(dt, 1e-6)))
+            one = gtime.time_gpu(lambda: v.kernel(*inputs, reps=1, **params), budget_s=0, min_samples=1, warmup=1)
+            reps = max(1, int(target_s / max(one.seconds[0], 1e-7)))
         s = gtime.time_gpu(lambda: v.kernel(*inputs, reps=reps, **params), budget_s=budget_s, flush=flush)
     except (RooflabError, VerificationError) as e:
         rec.update(status="failed", verified=rec.get("verified", False), error=str(e))
@@ -70,6 +69,8 @@ def _measure(v, inputs, *, params=None, reps=None, target_s=0.01, budget_s=0.3, 
                gflops=invert_stats(t, work.flops / 1e9) if work.flops else None,
                gbps=invert_stats(t, work.bytes / 1e9) if work.bytes else None, noisy=t["cv"] > 0.1,
                noise_reasons=[f"CV {t['cv']:.1%}"] if t["cv"] > 0.1 else [])
+    if v.family in ("fma", "tensor"):  # the kernel probed the SM clock during the last sample
+        rec["sm_clock"] = cv.measured_clock(inputs[1])
     return rec
 
 
@@ -82,30 +83,70 @@ def _peer(label, fn, flops=0.0, nbytes=0.0, budget_s=0.3) -> dict:
             "gbps": invert_stats(t, nbytes / 1e9) if nbytes else None, "noisy": t["cv"] > 0.1}
 
 
-def _steps(quick):
-    return 30 if quick else 45
+def guarded(writer, label: str, fn):
+    """Run one measurement; a failure of any kind (verification, compile, launch, CUDA error at a
+    later synchronisation, out of memory) is recorded under ``label`` with the CUDA error named,
+    and the suite goes on with the next measurement. The memory pool is emptied either way."""
+    try:
+        return fn()
+    except RooflabError as e:
+        writer.add_error(label, str(e))
+    except Exception as e:
+        writer.add_error(label, loader.cuda_error(e))
+    finally:
+        _free_pool()
 
 
-def run(writer, *, quick: bool, progress) -> None:
+def _free_pool():
+    try:
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+    except Exception:
+        pass
+
+
+class Plan:
+    """What one GPU ceilings run measures, sized from the device (so the step count is exact)."""
+
+    INTENSITIES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)  # FMAs per element: 1/8 .. 256 FLOP/B
+
+    def __init__(self, dev: dict, free_bytes: int, quick: bool, budget_s: float | None = None):
+        self.quick = quick
+        self.hopper = dev.get("compute_capability") == "90"
+        self.l2 = dev.get("l2_bytes") or (50 << 20)
+        top = min((2 << 30) if quick else (8 << 30), int(free_bytes * 0.6))
+        sizes = [s for s in (8 * self.l2 * 2 ** i for i in range(8)) if s <= top] or [int(top)]
+        self.hbm_sizes = (sizes[:1] + sizes[-1:] if len(sizes) > 1 else sizes) if quick else sizes
+        self.l2_fractions = (8, 4, 2)
+        self.budget = budget_s if budget_s is not None else (0.1 if quick else 0.3)
+        self.host_bytes = min(256 << 20, free_bytes // 4)
+        self.cublas_n = 4096 if quick else 8192
+        self.intensity_elems = min(max(8 * self.l2, 1 << 30), int(free_bytes * 0.4)) // 8
+
+    def steps(self) -> int:
+        return (3 + 3 * len(self.hbm_sizes) + len(self.l2_fractions) + 1 + 1 + len(COMPUTE) + 1
+                + len(self.INTENSITIES) + (len(HOPPER) if self.hopper else 0))
+
+
+COMPUTE = ("cuda.fma.f32", "cuda.fma.f64", "cuda.mma.f16", "cuda.mma.bf16")
+HOPPER = ("cuda.wgmma.f16", "cuda.wgmma.bf16")
+TENSOR_DTYPES = {"cuda.mma.f16": "float16", "cuda.mma.bf16": "bfloat16",
+                 "cuda.wgmma.f16": "float16", "cuda.wgmma.bf16": "bfloat16"}
+
+
+def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None:
     import cupy as cp
 
     dev = writer.data["machine"]["gpu"]
-    l2 = dev["l2_bytes"] or (50 << 20)
-    free = cp.cuda.runtime.memGetInfo()[0]
-    progress.start(_steps(quick))
+    plan = Plan(dev, cp.cuda.runtime.memGetInfo()[0], quick, budget_s)
+    writer.data["config"]["gpu_plan"] = {"hbm_sizes": plan.hbm_sizes, "l2_fractions": plan.l2_fractions,
+                                         "budget_s": plan.budget, "host_bytes": plan.host_bytes, "cublas_n": plan.cublas_n,
+                                         "intensity_elements": plan.intensity_elems}
+    progress.start(plan.steps())
     step = progress.step
     add = writer.add_record
-    budget = 0.1 if quick else 0.3
-
-    def guarded(label, fn):
-        try:
-            return fn()
-        except RooflabError as e:
-            writer.add_error(label, str(e))
-        except Exception as e:  # a CUDA error not caught at launch (e.g. out of memory)
-            writer.add_error(label, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-        finally:
-            cp.get_default_memory_pool().free_all_blocks()
+    budget = plan.budget
 
     # launch latency --------------------------------------------------------------------------
     def launch_latency():
@@ -114,40 +155,25 @@ def run(writer, *, quick: bool, progress) -> None:
         v.kernel(flag)
         cp.cuda.get_current_stream().synchronize()
         rep = check_device(flag, 0, np.int32, "empty kernel ran")
-        fn = cv.loader.kernel("launch.cu", "empty_kernel")
+        fn = cv.empty_kernel()
         null = np.intp(0)
         for mode in ("enqueue", "roundtrip", "graph"):
             step(f"launch latency ({mode})")
             if mode == "graph":
                 s = gtime.time_graph(lambda: fn((1,), (32,), (null,)), 200, budget_s=budget)
             else:
-                n = 1000 if mode == "enqueue" else 200
-                vals = []
-                deadline = time.perf_counter() + budget
-                stream = cp.cuda.get_current_stream()
-                while len(vals) < 5 or time.perf_counter() < deadline:
-                    t0 = time.perf_counter()
-                    for _ in range(n):
-                        fn((1,), (32,), (null,))
-                        if mode == "roundtrip":
-                            stream.synchronize()
-                    vals.append((time.perf_counter() - t0) / n)
-                    stream.synchronize()
-                s = Samples(vals)
+                s = gtime.time_host_launches(lambda: fn((1,), (32,), (null,)), 1000 if mode == "enqueue" else 200,
+                                             sync_each=mode == "roundtrip", budget_s=budget)
             t = s.stats()
             add({"variant": "cuda.launch.empty", "family": "launch", "device": "cuda", "label": f"launch {mode}",
                  "threads": 0, "kernel": mode, "status": "ok", "verified": True, "verification": rep,
                  "time_s": t, "samples_s": s.seconds, "ns_per_launch": {k: t[k] * 1e9 for k in ("median", "p20", "p80", "min", "max")}
                  | {"cv": t["cv"], "n": t["n"]}, "noisy": t["cv"] > 0.2})
 
-    guarded("launch latency", launch_latency)
+    guarded(writer, "launch latency", launch_latency)
 
     # device memory -----------------------------------------------------------------------------
-    top = min(8 << 30 if not quick else 2 << 30, int(free * 0.6))
-    sizes = [s for s in (8 * l2 * 2 ** i for i in range(8)) if s <= top] or [int(top)]
-    if quick:
-        sizes = sizes[:1] + sizes[-1:] if len(sizes) > 1 else sizes
-    for ws in sizes:
+    for ws in plan.hbm_sizes:
         for kernel in ("read", "copy", "triad"):
             step(f"HBM {kernel} {ws >> 20} MiB")
             v = get_variant(f"cuda.stream.{kernel}")
@@ -158,81 +184,93 @@ def run(writer, *, quick: bool, progress) -> None:
                 rec = _measure(v, inputs, reps=1, budget_s=budget, label=f"{kernel} {ws >> 20} MiB",
                                meta={"kernel": kernel, "level": "HBM"})
                 add(rec, sweep="bandwidth")
-                if kernel == "copy":
+                if kernel == "copy" and rec["status"] == "ok":
                     c, a = inputs
                     peer = _peer(f"cupy copy {ws >> 20} MiB", lambda: cp.copyto(c, a), nbytes=2 * a.nbytes, budget_s=budget)
-                    peer.update(kernel="cupy-copy", level="HBM", working_set_bytes=2 * a.nbytes)
+                    peer.update(kernel="cupy-copy", level="HBM", working_set_bytes=rec["working_set_bytes"])
                     add(peer)
-            guarded(f"HBM {kernel} {ws >> 20} MiB", one)
+            guarded(writer, f"HBM {kernel} {ws >> 20} MiB", one)
 
     # L2 --------------------------------------------------------------------------------------
-    for frac in (8, 4, 2):
-        step(f"L2 read {l2 // frac >> 20} MiB")
+    for frac in plan.l2_fractions:
+        step(f"L2 read {plan.l2 // frac >> 20} MiB")
 
         def l2read(frac=frac):
-            v = get_variant("cuda.stream.read")
-            (a,) = v.inputs(l2 // frac // 8)
+            v = get_variant("cuda.l2.read")
+            (a,) = v.inputs(plan.l2 // frac // 8)
             reps = max(1, int(4e9 / a.nbytes))  # ~4 GB of L2 traffic per launch
-            add(_measure_l2(v, a, reps, budget), sweep="bandwidth")
-        guarded(f"L2 read 1/{frac}", l2read)
+            add(_measure(v, (a,), reps=reps, budget_s=budget, label=f"L2 read {a.nbytes >> 20} MiB",
+                         meta={"kernel": "read", "level": "L2"}, verify_reps=3), sweep="bandwidth")
+        guarded(writer, f"L2 read 1/{frac}", l2read)
 
     # shared memory -----------------------------------------------------------------------------
     step("shared memory")
-    guarded("shared memory", lambda: add(_measure(get_variant("cuda.smem.read"), get_variant("cuda.smem.read").inputs(),
-                                                   budget_s=budget, verify_reps=4, meta={"kernel": "read", "level": "shared"})))
+    smem = get_variant("cuda.smem.read")
+    guarded(writer, "shared memory", lambda: add(_measure(smem, smem.inputs(), budget_s=budget, verify_reps=4,
+                                                          meta={"kernel": "read", "level": "shared"})))
 
     # host <-> device ----------------------------------------------------------------------------
     step("host<->device")
-    guarded("host<->device", lambda: _host_device(add, 256 << 20, budget))
+    guarded(writer, "host<->device", lambda: _host_device(add, plan.host_bytes, budget))
 
     # compute -----------------------------------------------------------------------------------
-    for name in ("cuda.fma.f32", "cuda.fma.f64", "cuda.mma.f16", "cuda.mma.bf16"):
+    for name in COMPUTE:
         step(name)
         v = get_variant(name)
-        guarded(name, lambda v=v: add(_measure(v, v.inputs(), budget_s=budget, verify_reps=4,
-                                                 meta={"kernel": v.name.split(".", 1)[1]})))
-    step("cuBLAS fp16 8192")
-
-    def cublas():
-        # sanity check of the peer on a small random problem against float32 on the host
-        rng = cp.random.default_rng(0)
-        sa = rng.standard_normal((256, 256), dtype=cp.float32).astype(cp.float16)
-        sb = rng.standard_normal((256, 256), dtype=cp.float32).astype(cp.float16)
-        ref = sa.get().astype(np.float32) @ sb.get().astype(np.float32)
-        got = cp.matmul(sa, sb).get().astype(np.float32)
-        if np.abs(got - ref).max() > 1e-2 * np.abs(ref).max():
-            raise VerificationError("cupy.matmul fp16 disagrees with float32 by more than 1% of max |ref|")
-        n = 4096 if quick else 8192
-        a = rng.standard_normal((n, n), dtype=cp.float32).astype(cp.float16)
-        b = rng.standard_normal((n, n), dtype=cp.float32).astype(cp.float16)
-        c = cp.empty((n, n), dtype=cp.float16)
-        peer = _peer(f"cuBLAS fp16 matmul {n}", lambda: cp.matmul(a, b, out=c), flops=2.0 * n ** 3, budget_s=budget)
-        peer.update(kernel="cublas", dtype="float16")
-        add(peer)
-    guarded("cuBLAS fp16", cublas)
+        guarded(writer, name, lambda v=v: add(_measure(v, v.inputs(), budget_s=budget, verify_reps=4,
+                                                       meta={"kernel": v.name.split(".", 1)[1]})))
+    writer.data["machine"]["gpu"]["nvml_after_compute"] = backend.nvml_state(dev["index"])
+    step(f"cuBLAS fp16 {plan.cublas_n}")
+    guarded(writer, "cuBLAS fp16", lambda: add(_cublas_peer(plan.cublas_n, budget)))
 
     # intensity sweep ---------------------------------------------------------------------------
-    n = min(max(8 * l2, 1 << 30), int(free * 0.4)) // 8
     v = get_variant("cuda.intensity.f64")
 
     def sweep():
-        (a,) = v.inputs(n)
-        for nfma in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048):
+        (a,) = v.inputs(plan.intensity_elems)
+        for nfma in plan.INTENSITIES:
             step(f"intensity {nfma / 8:g}")
             alpha = 0.5 ** (1.0 / nfma)
             rec = _measure(v, (a,), params={"nfma": nfma, "alpha": alpha, "beta": 1 - alpha}, reps=1, budget_s=budget,
                            label=f"intensity {nfma / 8:g}", meta={"kernel": "ert", "intensity": nfma / 8})
             add(rec, sweep="intensity")
-    guarded("intensity sweep", sweep)
+    guarded(writer, "intensity sweep", sweep)
 
+    # tensor cores through wgmma: Hopper only, and last (see variants.py) ------------------------
+    if plan.hopper:
+        for name in HOPPER:
+            step(name)
+            v = get_variant(name)
+            guarded(writer, name, lambda v=v: add(_measure(v, v.inputs(), budget_s=budget, verify_reps=4,
+                                                           meta={"kernel": v.name.split(".", 1)[1]})))
+    else:
+        writer.data["notes"].append(f"wgmma tensor-core peak not measured: sm_{dev.get('compute_capability')} "
+                                    f"is not Hopper (sm_90)")
+
+    writer.data["cuda_builds"] = loader.builds()
     writer.data["ceilings"] = derive(writer.data)
     writer.save()
     progress.done(None)
 
 
-def _measure_l2(v, a, reps, budget):
-    return _measure(v, (a,), reps=reps, budget_s=budget, label=f"L2 read {a.nbytes >> 20} MiB",
-                    meta={"kernel": "read", "level": "L2"}, verify_reps=3)
+def _cublas_peer(n, budget):
+    """cuBLAS FP16 GEMM through cupy.matmul, the tensor-core peer; checked first on a small random
+    problem against float32 on the host."""
+    import cupy as cp
+
+    rng = cp.random.default_rng(0)
+    sa = rng.standard_normal((256, 256), dtype=cp.float32).astype(cp.float16)
+    sb = rng.standard_normal((256, 256), dtype=cp.float32).astype(cp.float16)
+    ref = sa.get().astype(np.float32) @ sb.get().astype(np.float32)
+    got = cp.matmul(sa, sb).get().astype(np.float32)
+    if np.abs(got - ref).max() > 1e-2 * np.abs(ref).max():
+        raise VerificationError("cupy.matmul fp16 disagrees with float32 by more than 1% of max |ref|")
+    a = rng.standard_normal((n, n), dtype=cp.float32).astype(cp.float16)
+    b = rng.standard_normal((n, n), dtype=cp.float32).astype(cp.float16)
+    c = cp.empty((n, n), dtype=cp.float16)
+    peer = _peer(f"cuBLAS fp16 matmul {n}", lambda: cp.matmul(a, b, out=c), flops=2.0 * n ** 3, budget_s=budget)
+    peer.update(kernel="cublas", dtype="float16")
+    return peer
 
 
 def _host_device(add, nbytes, budget):
@@ -274,17 +312,30 @@ def derive(data: dict) -> list[dict]:
         for kernel in sorted({r.get("kernel") for r in recs if r.get("level") == level}):
             pts = [r["gbps"]["median"] for r in recs if r.get("level") == level and r.get("kernel") == kernel and r.get("gbps")]
             stat_ceiling(f"{level} {kernel} bandwidth", "bandwidth", level, "float64", kernel, pts, "GB/s")
-    theo = {p["dtype"]: p for p in data["machine"]["gpu"].get("theoretical", {}).get("peaks", [])}
+    gpu = data["machine"]["gpu"]
+    nominal = {p["dtype"]: p for p in gpu.get("theoretical", {}).get("peaks", [])}
     for r in recs:
         if r["family"] in ("fma", "tensor"):
-            dt = {"cuda.fma.f32": "float32", "cuda.fma.f64": "float64", "cuda.mma.f16": "float16",
-                  "cuda.mma.bf16": "bfloat16"}[r["variant"]]
+            dt = r["dtype"] if r["family"] == "fma" else TENSOR_DTYPES[r["variant"]]
             extra = {}
-            t = theo.get(dt if dt != "bfloat16" else "float16")
+            clock = (r.get("sm_clock") or {}).get("ghz")
+            if clock and gpu.get("clock_ghz") and not 0.2 < clock / gpu["clock_ghz"] < 1.2:
+                extra["sm_clock_rejected"] = f"measured {clock:.3f} GHz is implausible next to the maximum {gpu['clock_ghz']:.3f} GHz"
+                clock = None
+            theo = {p["dtype"]: p for p in backend.theoretical(gpu, clock, "measured on the chip during this kernel")["peaks"]} \
+                if clock else nominal
+            t = theo.get(dt)
             if t:
-                extra = {"theoretical": t["gflops"], "fraction_of_theoretical": r["gflops"]["median"] / t["gflops"],
-                         "above_105pct_of_theoretical": r["gflops"]["median"] > 1.05 * t["gflops"]}
-            out.append({"name": f"{dt} {'tensor-core' if r['family'] == 'tensor' else 'FMA'} peak", "kind": "compute",
+                value = r["gflops"]["median"]
+                extra.update(theoretical=t["gflops"], theoretical_formula=t["formula"],
+                             theoretical_clock_ghz=clock or gpu.get("clock_ghz"),
+                             theoretical_clock="measured" if clock else "maximum",
+                             fraction_of_theoretical=value / t["gflops"],
+                             above_105pct_of_theoretical=value > 1.05 * t["gflops"])
+                if clock and dt in nominal:
+                    extra["fraction_of_theoretical_at_max_clock"] = value / nominal[dt]["gflops"]
+            what = f"tensor-core peak ({_instruction(r['variant'])})" if r["family"] == "tensor" else "FMA peak"
+            out.append({"name": f"{dt} {what}", "kind": "compute",
                         "level": None, "dtype": dt, "threads": 0, "kernel": r["variant"],
                         "value": r["gflops"]["median"], "unit": "GFLOP/s", "stats": r["gflops"],
                         "noisy": r.get("noisy", False), **extra})
@@ -294,7 +345,7 @@ def derive(data: dict) -> list[dict]:
                         "stats": r["ns_per_launch"], "noisy": r.get("noisy", False)})
     # peers, as ratios next to the ceilings they check
     copy_ours = {r["working_set_bytes"]: r for r in recs if r.get("kernel") == "copy" and r.get("level") == "HBM"}
-    data.setdefault("peer_ratios", [])
+    data["peer_ratios"] = []
     for r in recs:
         if r.get("kernel") == "cupy-copy":
             ours = copy_ours.get(r["working_set_bytes"])
@@ -302,8 +353,12 @@ def derive(data: dict) -> list[dict]:
                 data["peer_ratios"].append({"what": f"HBM copy vs cupy copy ({r['working_set_bytes'] >> 20} MiB)",
                                             "ratio": ours["gbps"]["median"] / r["gbps"]["median"]})
         if r.get("kernel") == "cublas":
-            mma = [c for c in out if c["dtype"] == "float16" and c["kind"] == "compute"]
-            if mma:
-                data["peer_ratios"].append({"what": f"mma.sync fp16 vs {r['label']}",
-                                            "ratio": mma[0]["value"] / r["gflops"]["median"]})
+            for c in out:
+                if c["dtype"] == "float16" and c["kind"] == "compute":
+                    data["peer_ratios"].append({"what": f"{_instruction(c['kernel'])} fp16 vs {r['label']}",
+                                                "ratio": c["value"] / r["gflops"]["median"]})
     return out
+
+
+def _instruction(variant: str) -> str:
+    return {"mma": "mma.sync", "wgmma": "wgmma"}[variant.split(".")[1]]

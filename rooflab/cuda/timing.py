@@ -3,6 +3,9 @@
 - ``time_gpu(fn)``: event pair per sample on the current stream, synchronised after each;
   an optional ``flush`` callable runs between samples, outside the events (rewriting a buffer larger
   than L2 evicts the kernel's data, for cold-L2 timings).
+- ``time_host_launches(fn, n)``: host wall time per launch over ``n`` back-to-back launches,
+  either enqueue only (the queue is drained after each sample, outside the timed region) or with a
+  synchronize after every launch (the round trip).
 - ``time_graph(fn, n)``: captures ``n`` calls of ``fn`` into a CUDA graph and times replays, for
   launch-bound work (the per-call figure is the replay time / n).
 Event resolution is ~0.5 us: kernels shorter than ~50 us should repeat inside or use graphs.
@@ -35,6 +38,25 @@ def time_gpu(fn, *, budget_s: float = 0.3, min_samples: int = 5, max_samples: in
         out.seconds.append(cupy.cuda.get_elapsed_time(start, stop) * 1e-3)
         if len(out.seconds) >= min_samples and time.perf_counter() >= deadline:
             break
+    return out
+
+
+def time_host_launches(fn, n: int, *, sync_each: bool, budget_s: float = 0.3, min_samples: int = 5) -> Samples:
+    import cupy
+
+    stream = cupy.cuda.get_current_stream()
+    fn()
+    stream.synchronize()
+    out = Samples(warmup=1)
+    deadline = time.perf_counter() + budget_s
+    while len(out.seconds) < min_samples or time.perf_counter() < deadline:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+            if sync_each:
+                stream.synchronize()
+        out.seconds.append((time.perf_counter() - t0) / n)
+        stream.synchronize()
     return out
 
 

@@ -1,8 +1,15 @@
 """CUDA kernel variants: the kernels of kernels/cuda/*.cu behind the same registry interface as the
 CPU ones. Registering imports no cupy; the first call compiles (once) and needs a GPU.
 
-Inputs are cupy arrays; references are closed forms (STREAM/BabelStream style), evaluated on the
-device in float64 where the result is an array, so checks at benchmark size stay cheap.
+Every knob a kernel's work depends on (chains, unroll, block size, shared-memory size) is set here
+and passed to the compiler with -D, so the FLOPs and bytes declared below always describe what was
+compiled. Inputs are cupy arrays; references are closed forms (STREAM/BabelStream style), evaluated
+on the device in float64 where the result is an array, so checks at benchmark size stay cheap.
+
+Tensor cores two ways: mma.sync (any sm_80+) and wgmma (Hopper only, the instruction cuBLAS uses
+there). The compute-peak variants (fma, tensor) take a second input, a (2 x blocks) uint64 buffer that the
+kernel fills with (SM cycles, ns) per block: ``measured_clock(clk)`` turns it into the SM clock in
+GHz during the launch, for "fraction of the theoretical peak at the measured clock".
 """
 from __future__ import annotations
 
@@ -12,10 +19,19 @@ from ..registry import Variant, register
 from ..work import Work
 from . import loader
 
-MMA_BITS = {"float16": (0x2C002C00, 0x3C003C00), "bfloat16": (0x3D803D80, 0x3F803F80)}  # 1/16 and 1.0 pairs
-FMA_CHAINS, FMA_UNROLL = 8, 16
-MMA_CHAINS, MMA_UNROLL = 4, 8
 BLOCK = 256
+STREAM = {"BLOCK": BLOCK}
+FMA_KNOBS = {"BLOCK": BLOCK, "CHAINS": 8, "UNROLL": 16}
+MMA_KNOBS = {"CHAINS": 4, "UNROLL": 8}
+MMA_BLOCK = 128
+SMEM_KNOBS = {"BLOCK": BLOCK, "SMEM_FLOAT4": 2048}  # 32 KiB of shared memory per block
+INTENSITY_KNOBS = {"BLOCK": BLOCK, "ELEMS": 4}
+MMA_BITS = {"float16": (0x2C002C00, 0x3C003C00), "bfloat16": (0x3D803D80, 0x3F803F80)}  # 1/16 and 1.0 pairs
+MMA_FLOP = 2 * 16 * 8 * 16  # one m16n8k16 per warp
+WGMMA_KNOBS = {"UNROLL": 4}
+WGMMA_PER_SM = 2  # warpgroups (blocks of 128 threads) per SM: 154 registers each, two fit with room
+WGMMA_FILL = {"float16": 0x34003400, "bfloat16": 0x3E803E80}  # 0.25 in every half of every word
+WGMMA_FLOP = 2 * 64 * 256 * 16  # one m64n256k16 per warpgroup
 
 
 def _cp():
@@ -24,16 +40,11 @@ def _cp():
     return cupy
 
 
-def sm_count() -> int:
-    cp = _cp()
-    return int(cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["multiProcessorCount"])
-
-
 def stream_grid() -> int:
-    return sm_count() * (2048 // BLOCK)  # one full wave of resident blocks
+    return loader.one_wave(BLOCK)
 
 
-# ---- stream ---------------------------------------------------------------------------------------
+# ---- stream and L2 ------------------------------------------------------------------------------
 
 def _filled(n, value):
     cp = _cp()
@@ -42,129 +53,185 @@ def _filled(n, value):
     return a
 
 
-def _read(a, reps=1, threads=None, grid=None):
+def _reduce(a, reps, function):
     cp = _cp()
-    grid = grid or stream_grid()
+    grid = stream_grid()
     out = cp.zeros(grid, dtype=cp.float64)
-    loader.launch(loader.kernel("stream.cu", "stream_read"), grid, BLOCK,
-                  (a, np.int64(a.size // 2), np.int32(reps), out), "stream_read")
+    loader.launch(loader.kernel("stream.cu", function, STREAM), grid, BLOCK,
+                  (a, np.int64(a.size // 2), np.int32(reps), out), function)
     return out.sum()
 
 
+def _read(a, reps=1, threads=None):
+    return _reduce(a, reps, "stream_read")
+
+
+def _l2_read(a, reps=1, threads=None):
+    return _reduce(a, reps, "l2_read")
+
+
 def _copy(c, a, reps=1, threads=None):
-    fn = loader.kernel("stream.cu", "stream_copy")
+    fn = loader.kernel("stream.cu", "stream_copy", STREAM)
     for _ in range(int(reps)):
         loader.launch(fn, stream_grid(), BLOCK, (c, a, np.int64(a.size // 2)), "stream_copy")
     return c
 
 
 def _triad(a, b, c, s=3.0, reps=1, threads=None):
-    fn = loader.kernel("stream.cu", "stream_triad")
+    fn = loader.kernel("stream.cu", "stream_triad", STREAM)
     for _ in range(int(reps)):
         loader.launch(fn, stream_grid(), BLOCK, (a, b, c, np.float64(s), np.int64(a.size // 2)), "stream_triad")
     return a
 
 
+def _ones(n, dtype=None, seed=0, **_):
+    return (_filled(n, 1.0),)
+
+
+def _read_work(a, reps=1, **_):
+    return Work(flops=a.size * reps, bytes_read=a.nbytes * reps)
+
+
+def _f64(*a, **k):
+    return np.dtype(np.float64)
+
+
 register(Variant(
     name="cuda.stream.read", family="stream", device="cuda", description="sum of a double2 array (8 B/elem)",
-    kernel=_read, reference=lambda a, reps=1, **_: float(a.size) * reps,
-    work=lambda a, reps=1, **_: Work(flops=a.size * reps, bytes_read=a.nbytes * reps),
-    inputs=lambda n, dtype=None, seed=0, **_: (_filled(n, 1.0),),
-    result_dtype=lambda *a, **k: np.dtype(np.float64)))
+    kernel=_read, reference=lambda a, reps=1, **_: float(a.size) * reps, work=_read_work, inputs=_ones,
+    result_dtype=_f64))
+register(Variant(
+    name="cuda.l2.read", family="l2", device="cuda",
+    description="sum of an L2-resident double2 array, __ldcg loads, slices rotated over the SMs",
+    kernel=_l2_read, reference=lambda a, reps=1, **_: float(a.size) * reps, work=_read_work, inputs=_ones,
+    result_dtype=_f64))
 register(Variant(
     name="cuda.stream.copy", family="stream", device="cuda", description="c = a (16 B/elem)",
     kernel=_copy, reference=lambda c, a, **_: np.float64(1.0),
     work=lambda c, a, reps=1, **_: Work(bytes_read=a.nbytes * reps, bytes_written=c.nbytes * reps),
-    inputs=lambda n, dtype=None, seed=0, **_: (_filled(n, 0.0), _filled(n, 1.0)),
-    result_dtype=lambda *a, **k: np.dtype(np.float64)))
+    inputs=lambda n, dtype=None, seed=0, **_: (_filled(n, 0.0), _filled(n, 1.0)), result_dtype=_f64))
 register(Variant(
     name="cuda.stream.triad", family="stream", device="cuda", description="a = b + s*c (24 B/elem)",
     kernel=_triad, reference=lambda a, b, c, s=3.0, **_: np.float64(2.0 + s * 0.5),
     work=lambda a, b, c, reps=1, **_: Work(flops=2 * a.size * reps, bytes_read=(b.nbytes + c.nbytes) * reps,
                                            bytes_written=a.nbytes * reps),
     inputs=lambda n, dtype=None, seed=0, **_: (_filled(n, 0.0), _filled(n, 2.0), _filled(n, 0.5)),
-    defaults={"s": 3.0}, result_dtype=lambda *a, **k: np.dtype(np.float64)))
+    defaults={"s": 3.0}, result_dtype=_f64))
 
 
 # ---- shared memory -----------------------------------------------------------------------------
 
-SMEM_FLOAT4 = 2048
-
-
 def _smem(out, reps=1, threads=None):
-    loader.launch(loader.kernel("smem.cu", "smem_read"), out.size // BLOCK, BLOCK, (out, np.int32(reps)), "smem_read")
+    loader.launch(loader.kernel("smem.cu", "smem_read", SMEM_KNOBS), out.size // BLOCK, BLOCK,
+                  (out, np.int32(reps)), "smem_read")
     return out
 
 
+_SMEM_PER_THREAD = SMEM_KNOBS["SMEM_FLOAT4"] // BLOCK  # float4 reads per thread per repetition
+
 register(Variant(
     name="cuda.smem.read", family="smem", device="cuda", description="shared-memory re-reads, float4, conflict-free",
-    kernel=_smem, reference=lambda out, reps=1, **_: np.float64(4 * reps * SMEM_FLOAT4 // BLOCK),
-    work=lambda out, reps=1, **_: Work(bytes_read=out.size * reps * (SMEM_FLOAT4 // BLOCK) * 16),
-    inputs=lambda n=None, dtype=None, seed=0, **_: (_cp().zeros(sm_count() * 4 * BLOCK, dtype=_cp().float32),),
+    kernel=_smem, reference=lambda out, reps=1, **_: np.float64(4 * reps * _SMEM_PER_THREAD),
+    work=lambda out, reps=1, **_: Work(bytes_read=out.size * reps * _SMEM_PER_THREAD * 16),
+    inputs=lambda n=None, dtype=None, seed=0, **_: (_cp().zeros(loader.sm_count() * 4 * BLOCK, dtype=_cp().float32),),
     result_dtype=lambda *a, **k: np.dtype(np.float32)))
+
+
+# ---- the SM clock probe ------------------------------------------------------------------------
+
+def _clock_buffer(blocks):
+    return _cp().zeros(2 * blocks, dtype=_cp().uint64)
+
+
+def measured_clock(clk) -> dict | None:
+    """SM clock (GHz) during the last launch that filled ``clk``: total cycles / total ns over the
+    blocks, with the per-block spread. None when the probe did not run or is implausible."""
+    v = np.asarray(clk.get() if hasattr(clk, "get") else clk, dtype=np.float64).reshape(-1, 2)
+    v = v[(v[:, 0] > 0) & (v[:, 1] > 0)]
+    if v.size == 0:
+        return None
+    per_block = v[:, 0] / v[:, 1]
+    ghz = float(v[:, 0].sum() / v[:, 1].sum())
+    return {"ghz": ghz, "median_block_ghz": float(np.median(per_block)), "min_block_ghz": float(per_block.min()),
+            "max_block_ghz": float(per_block.max()), "blocks": int(len(per_block)),
+            "mean_block_ns": float(v[:, 1].mean()), "method": "clock64 / %globaltimer per block"}
 
 
 # ---- FMA peaks ---------------------------------------------------------------------------------
 
-def _fma(out, reps=1, threads=None, a=None, b=None):
-    fn = loader.kernel("fma.cu", "fma_f32" if out.dtype == np.float32 else "fma_f64")
-    m = FMA_UNROLL * int(reps)
-    a0, b0 = _coeffs(m) if a is None else (a, b)
-    t = out.dtype.type
-    loader.launch(fn, out.size // BLOCK, BLOCK, (out, np.int32(reps), t(a0), t(b0)), "fma")
-    return out
-
-
 def _coeffs(m):
-    alpha = 0.5 ** (1.0 / m)
+    alpha = 0.5 ** (1.0 / m)  # alpha^m = 1/2: values stay near 1 however long the chain
     return alpha, 1.0 - alpha
 
 
-def _fma_reference(out, reps=1, **_):
+def _fma(out, clk, reps=1, threads=None):
+    name = "fma_peak<float>" if out.dtype == np.float32 else "fma_peak<double>"
+    fn = loader.kernel("fma.cu", name, FMA_KNOBS, ("fma_peak<float>", "fma_peak<double>"))
+    a0, b0 = _coeffs(FMA_KNOBS["UNROLL"] * int(reps))
+    t = out.dtype.type
+    loader.launch(fn, out.size // BLOCK, BLOCK, (out, np.int32(reps), t(a0), t(b0), clk), name)
+    return out
+
+
+def _fma_reference(out, clk=None, reps=1, **_):
     cp = _cp()
-    m = FMA_UNROLL * int(reps)
+    chains, m = FMA_KNOBS["CHAINS"], FMA_KNOBS["UNROLL"] * int(reps)
     alpha, beta = _coeffs(m)
     t = out.dtype.type
-    alpha, beta = float(t(alpha)), float(t(beta))
-    gid = cp.arange(out.size, dtype=cp.float64)
-    x0 = sum((1 + k) + (gid.astype(cp.int64) & 1023) * float(t(1e-3)) for k in range(FMA_CHAINS))
+    alpha, beta = float(t(alpha)), float(t(beta))  # the kernel's coefficients, rounded as it sees them
+    gid = cp.arange(out.size, dtype=cp.int64)
+    x0 = sum((1 + k) + (gid & 1023).astype(cp.float64) * float(t(1e-3)) for k in range(chains))
     am = alpha ** m
-    return x0 * am + FMA_CHAINS * beta * (1 - am) / (1 - alpha)
+    return x0 * am + chains * beta * (1 - am) / (1 - alpha)
+
+
+def _fma_inputs(n=None, dtype="float32", seed=0, **_):
+    blocks = loader.one_wave(BLOCK)
+    return _cp().zeros(blocks * BLOCK, dtype=dtype), _clock_buffer(blocks)
 
 
 for _dt in ("float32", "float64"):
     register(Variant(
         name=f"cuda.fma.{'f32' if _dt == 'float32' else 'f64'}", family="fma", device="cuda",
-        description=f"{FMA_CHAINS} register FMA chains x {FMA_UNROLL} unrolled, {_dt}",
+        description=f"{FMA_KNOBS['CHAINS']} register FMA chains x {FMA_KNOBS['UNROLL']} unrolled, {_dt}",
         kernel=_fma, reference=_fma_reference,
-        work=lambda out, reps=1, **_: Work(flops=2.0 * out.size * reps * FMA_UNROLL * FMA_CHAINS),
-        inputs=lambda n=None, dtype=_dt, seed=0, **_: (_cp().zeros(sm_count() * 8 * BLOCK, dtype=dtype),)))
+        work=lambda out, clk=None, reps=1, **_: Work(flops=2.0 * out.size * reps * FMA_KNOBS["UNROLL"] * FMA_KNOBS["CHAINS"]),
+        inputs=lambda n=None, dtype=None, seed=0, _d=_dt, **_: _fma_inputs(dtype=_d)))
 
 
 # ---- tensor cores ------------------------------------------------------------------------------
 
-def _mma(out, reps=1, threads=None, dtype="float16"):
-    fn = loader.kernel("tensor.cu", "mma_f16" if dtype == "float16" else "mma_bf16")
+def _mma(out, clk, reps=1, dtype="float16"):
+    name = "mma_f16" if dtype == "float16" else "mma_bf16"
     a_bits, b_bits = MMA_BITS[dtype]
-    loader.launch(fn, out.size // 128, 128, (out, np.int32(reps), np.uint32(a_bits), np.uint32(b_bits)), "mma")
+    loader.launch(loader.kernel("tensor.cu", name, MMA_KNOBS), out.size // MMA_BLOCK, MMA_BLOCK,
+                  (out, np.int32(reps), np.uint32(a_bits), np.uint32(b_bits), clk), name)
     return out
+
+
+def _mma_inputs(n=None, dtype=None, seed=0, **_):
+    blocks = loader.one_wave(MMA_BLOCK, 1024)
+    return _cp().zeros(blocks * MMA_BLOCK, dtype=_cp().float32), _clock_buffer(blocks)
+
+
+def _mma_mmas(reps):
+    return int(reps) * MMA_KNOBS["UNROLL"] * MMA_KNOBS["CHAINS"]  # mmas per warp
 
 
 for _dt in ("float16", "bfloat16"):
     register(Variant(
         name=f"cuda.mma.{'f16' if _dt == 'float16' else 'bf16'}", family="tensor", device="cuda",
-        description=f"mma.sync m16n8k16 {_dt} -> fp32, {MMA_CHAINS} accumulators per warp",
-        kernel=lambda out, reps=1, threads=None, _d=_dt: _mma(out, reps, threads, _d),
-        reference=lambda out, reps=1, **_: np.float64(4 * MMA_CHAINS * MMA_UNROLL * int(reps)),
-        work=lambda out, reps=1, **_: Work(flops=(out.size // 32) * int(reps) * MMA_UNROLL * MMA_CHAINS * 4096.0),
-        inputs=lambda n=None, dtype=None, seed=0, **_: (_cp().zeros(sm_count() * 8 * 128, dtype=_cp().float32),),
-        result_dtype=lambda *a, **k: np.dtype(np.float32)))
+        description=f"mma.sync m16n8k16 {_dt} -> fp32, {MMA_KNOBS['CHAINS']} accumulators per warp",
+        kernel=lambda out, clk, reps=1, threads=None, _d=_dt: _mma(out, clk, reps, _d),
+        reference=lambda out, clk=None, reps=1, **_: np.float64(4 * _mma_mmas(reps)),
+        work=lambda out, clk=None, reps=1, **_: Work(flops=(out.size // 32) * _mma_mmas(reps) * float(MMA_FLOP)),
+        inputs=_mma_inputs, result_dtype=lambda *a, **k: np.dtype(np.float32)))
 
 
 # ---- intensity sweep ---------------------------------------------------------------------------
 
 def _intensity(a, reps=1, threads=None, nfma=1, alpha=0.999, beta=0.001):
-    fn = loader.kernel("intensity.cu", "intensity_f64")
+    fn = loader.kernel("intensity.cu", "intensity_f64", INTENSITY_KNOBS)
     for _ in range(int(reps)):
         loader.launch(fn, stream_grid(), BLOCK, (a, np.int64(a.size), np.int32(nfma), np.float64(alpha),
                                                   np.float64(beta)), "intensity_f64")
@@ -188,8 +255,12 @@ register(Variant(
 
 # ---- launch latency ----------------------------------------------------------------------------
 
+def empty_kernel():
+    return loader.kernel("launch.cu", "empty_kernel")
+
+
 def _empty(flag, reps=1, threads=None):
-    fn = loader.kernel("launch.cu", "empty_kernel")
+    fn = empty_kernel()
     for _ in range(int(reps)):
         fn((1,), (32,), (flag,))
     return flag
@@ -201,3 +272,32 @@ register(Variant(
     work=lambda flag, reps=1, **_: Work(launches=int(reps)),
     inputs=lambda n=None, dtype=None, seed=0, **_: (_cp().full(1, 12345, dtype=_cp().int32),),
     result_dtype=lambda *a, **k: np.dtype(np.int32)))
+
+
+# ---- tensor cores through wgmma (Hopper). Registered last: were it ever to fault, a CUDA error
+# poisons the context, and everything listed before it has run by then. ----------------------------
+
+def _wgmma(out, clk, reps=1, dtype="float16"):
+    name = "wgmma_f16" if dtype == "float16" else "wgmma_bf16"
+    loader.launch(loader.kernel("wgmma.cu", name, WGMMA_KNOBS), out.size // 128, 128,
+                  (out, np.int32(reps), np.uint32(WGMMA_FILL[dtype]), clk), name)
+    return out
+
+
+def _wgmma_inputs(n=None, dtype=None, seed=0, **_):
+    blocks = loader.sm_count() * WGMMA_PER_SM
+    return _cp().zeros(blocks * 128, dtype=_cp().float32), _clock_buffer(blocks)
+
+
+def _wgmmas(reps):
+    return int(reps) * WGMMA_KNOBS["UNROLL"]  # wgmmas per warpgroup
+
+
+for _dt in ("float16", "bfloat16"):
+    register(Variant(
+        name=f"cuda.wgmma.{'f16' if _dt == 'float16' else 'bf16'}", family="tensor", device="cuda",
+        description=f"wgmma m64n256k16 {_dt} -> fp32 from shared memory (Hopper, sm_90a)",
+        kernel=lambda out, clk, reps=1, threads=None, _d=_dt: _wgmma(out, clk, reps, _d),
+        reference=lambda out, clk=None, reps=1, **_: np.float64(128 * _wgmmas(reps)),
+        work=lambda out, clk=None, reps=1, **_: Work(flops=(out.size // 128) * _wgmmas(reps) * float(WGMMA_FLOP)),
+        inputs=_wgmma_inputs, result_dtype=lambda *a, **k: np.dtype(np.float32)))

@@ -15,11 +15,10 @@ import numpy as np
 
 from .. import verify as verify_mod
 from ..errors import RooflabError, VerificationError
-from ..memory import aligned_empty, fmt_bytes
+from ..memory import aligned_empty
 from ..threads import use_threads
 from ..timing import summarize, time_cpu
 from . import catalog, execute, place
-from .ops import flops, min_bytes
 
 
 def _flush_buffer(caches: list[dict]) -> np.ndarray:

@@ -1,0 +1,182 @@
+"""The host side of the CUDA backend, without a GPU: how a missing cupy, driver or device is
+reported, that launch errors are named and recorded while the suite goes on, the SM clock probe's
+arithmetic, and how GPU ceilings and peer ratios are derived from records."""
+import sys
+
+import numpy as np
+import pytest
+
+from rooflab import cli
+from rooflab.cuda import backend, compiler, loader, suite
+from rooflab.cuda import variants as cv
+from rooflab.errors import DeviceUnavailable, RooflabError
+
+HAS_GPU = backend.probe()[0]
+
+
+@pytest.fixture
+def no_cupy(monkeypatch):
+    for name in [m for m in sys.modules if m.split(".")[0] in ("cupy", "cupyx", "cupy_backends")] + ["cupy"]:
+        monkeypatch.setitem(sys.modules, name, None)  # `import cupy` (and its submodules) raise ImportError
+    backend.probe.cache_clear()
+    yield
+    backend.probe.cache_clear()
+
+
+def test_without_cupy_every_entry_point_says_so(no_cupy, capsys):
+    ok, why = backend.probe()
+    assert not ok and "cupy is not installed" in why
+    with pytest.raises(DeviceUnavailable, match="cupy is not installed"):
+        backend.require(0)
+    with pytest.raises(DeviceUnavailable, match="NVRTC"):
+        compiler.build("launch.cu", "sm_90")
+    assert backend.describe_all() == {"devices": [], "reason": why}
+    assert cli.main(["run", "--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cupy is not installed" in err and "\n" not in err
+
+
+def test_device_all_runs_the_cpu_only_and_says_why(no_cupy, capsys):
+    from rooflab.commands import _devices
+
+    assert _devices("all") == ["cpu"]
+    assert "cupy is not installed" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
+def test_no_device_is_one_line_with_the_reason(capsys):
+    pytest.importorskip("cupy")
+    ok, why = backend.probe()
+    assert not ok and ("driver" in why or "device" in why)
+    assert cli.main(["run", "--device", "cuda", "--quick"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert why in err and "\n" not in err and "--device cpu" in err
+
+
+def test_launch_errors_are_named():
+    def bad_launch(grid, block, args, shared_mem=0):
+        raise _cuda_error(700)
+
+    with pytest.raises(RooflabError, match=r"stream_triad: launch failed: (cudaErrorIllegalAddress|.*700)"):
+        loader.launch(bad_launch, 1, 32, (), "stream_triad")
+
+    def not_cuda(*a, **k):
+        raise ValueError("bad argument")
+
+    with pytest.raises(RooflabError, match="ValueError: bad argument"):
+        loader.launch(not_cuda, 1, 32, (), "k")
+
+
+class _Writer:
+    def __init__(self):
+        self.data = {"errors": [], "records": []}
+
+    def add_error(self, where, message):
+        self.data["errors"].append({"label": where, "error": message})
+
+
+def test_a_failure_is_recorded_and_the_suite_goes_on():
+    w = _Writer()
+    ran = []
+
+    def raises_cuda():
+        raise _cuda_error(700)
+
+    def raises_ours():
+        raise RooflabError("tensor.cu failed to compile with NVRTC 13.0 for sm_90:\nerror line")
+
+    for label, fn in (("HBM read", raises_cuda), ("compile", raises_ours), ("next", lambda: ran.append(1))):
+        suite.guarded(w, label, fn)
+    assert ran == [1]
+    labels = [e["label"] for e in w.data["errors"]]
+    assert labels == ["HBM read", "compile"]
+    assert "cudaErrorIllegalAddress" in w.data["errors"][0]["error"] or "700" in w.data["errors"][0]["error"]
+    assert "error line" in w.data["errors"][1]["error"]
+
+
+def _cuda_error(status):
+    try:
+        from cupy_backends.cuda.api.runtime import CUDARuntimeError
+
+        return CUDARuntimeError(status)
+    except Exception:  # no cupy: an exception of the same shape
+        return RuntimeError(f"cudaErrorIllegalAddress: an illegal memory access was encountered ({status})")
+
+
+def test_measured_clock_from_cycles_and_ns():
+    clk = np.array([1_980_000, 1_000_000, 2_000_000, 1_000_000, 0, 0], dtype=np.uint64)  # 1.98, 2.0, unused
+    c = cv.measured_clock(clk)
+    assert c["blocks"] == 2
+    assert c["ghz"] == pytest.approx(3_980_000 / 2_000_000)
+    assert c["min_block_ghz"] == pytest.approx(1.98) and c["max_block_ghz"] == pytest.approx(2.0)
+    assert cv.measured_clock(np.zeros(8, dtype=np.uint64)) is None
+
+
+H200_LIKE = {"index": 0, "name": "test GPU", "compute_capability": "90", "sm_count": 132, "clock_ghz": 1.98,
+             "clock_source": "cudaDevAttrClockRate", "memory_clock_ghz": 2.619, "memory_bus_bits": 6144}
+
+
+def _gflops(v):
+    return {"median": v, "p20": v * 0.99, "p80": v * 1.01, "min": v * 0.98, "max": v * 1.02}
+
+
+def test_theoretical_peaks_and_formula():
+    t = backend.theoretical(H200_LIKE)
+    peaks = {p["dtype"]: p for p in t["peaks"]}
+    assert peaks["float32"]["gflops"] == pytest.approx(132 * 128 * 2 * 1.98)
+    assert peaks["float64"]["gflops"] == pytest.approx(132 * 64 * 2 * 1.98)
+    assert peaks["float16"]["gflops"] == pytest.approx(132 * 4096 * 1.98)
+    assert "132 SMs x 128 FP32 FMA/clk x 2 FLOP x 1.980 GHz" in peaks["float32"]["formula"]
+    assert t["memory_gbps"] == pytest.approx(2 * 2.619 * 6144 / 8)
+    assert backend.theoretical({**H200_LIKE, "compute_capability": "75"})["peaks"] == []
+
+
+def test_derive_uses_the_measured_clock_and_names_the_peers():
+    gpu = {**H200_LIKE, "theoretical": backend.theoretical(H200_LIKE)}
+    at_measured = 132 * 128 * 2 * 1.755
+    recs = [
+        {"variant": "cuda.fma.f32", "family": "fma", "dtype": "float32", "status": "ok", "gflops": _gflops(0.95 * at_measured),
+         "sm_clock": {"ghz": 1.755}},
+        {"variant": "cuda.fma.f64", "family": "fma", "dtype": "float64", "status": "ok", "gflops": _gflops(30000.0),
+         "sm_clock": {"ghz": 9.0}},  # implausible: falls back to the maximum clock
+        {"variant": "cuda.mma.f16", "family": "tensor", "dtype": "float32", "status": "ok", "gflops": _gflops(600e3),
+         "sm_clock": None},
+        {"variant": "cuda.wgmma.f16", "family": "tensor", "dtype": "float32", "status": "ok", "gflops": _gflops(900e3),
+         "sm_clock": {"ghz": 1.98}},
+        {"variant": "peer.cublas", "family": "peer", "kernel": "cublas", "label": "cuBLAS fp16 matmul 8192",
+         "status": "ok", "gflops": _gflops(750e3)},
+        {"variant": "cuda.stream.copy", "family": "stream", "kernel": "copy", "level": "HBM", "status": "ok",
+         "working_set_bytes": 1 << 30, "gbps": _gflops(4200.0)},
+        {"variant": "peer.copy", "family": "peer", "kernel": "cupy-copy", "level": "HBM", "status": "ok",
+         "working_set_bytes": 1 << 30, "gbps": _gflops(4000.0)},
+        {"variant": "cuda.stream.read", "family": "stream", "kernel": "read", "level": "HBM", "status": "failed"},
+    ]
+    data = {"records": recs, "machine": {"gpu": gpu}}
+    ceilings = {c["name"]: c for c in suite.derive(data)}
+    f32 = ceilings["float32 FMA peak"]
+    assert f32["theoretical_clock"] == "measured" and f32["theoretical_clock_ghz"] == 1.755
+    assert f32["fraction_of_theoretical"] == pytest.approx(0.95)
+    assert f32["fraction_of_theoretical_at_max_clock"] == pytest.approx(0.95 * 1.755 / 1.98)
+    f64 = ceilings["float64 FMA peak"]
+    assert f64["theoretical_clock"] == "maximum" and "implausible" in f64["sm_clock_rejected"]
+    assert ceilings["float16 tensor-core peak (mma.sync)"]["fraction_of_theoretical"] == pytest.approx(600e3 / (132 * 4096 * 1.98))
+    assert ceilings["float16 tensor-core peak (wgmma)"]["theoretical_clock"] == "measured"
+    assert "HBM read bandwidth" not in ceilings  # a failed record gives no figure
+    ratios = {r["what"]: r["ratio"] for r in data["peer_ratios"]}
+    assert ratios["HBM copy vs cupy copy (1024 MiB)"] == pytest.approx(4200 / 4000)
+    assert ratios["mma.sync fp16 vs cuBLAS fp16 matmul 8192"] == pytest.approx(0.8)
+    assert ratios["wgmma fp16 vs cuBLAS fp16 matmul 8192"] == pytest.approx(1.2)
+    suite.derive(data)
+    assert len(data["peer_ratios"]) == 3  # deriving again does not duplicate
+
+
+def test_plan_sizes_follow_the_device():
+    dev = {"l2_bytes": 60 << 20}
+    quick, full = suite.Plan(dev, 140 << 30, True), suite.Plan(dev, 140 << 30, False)
+    assert all(s >= 8 * (60 << 20) for s in full.hbm_sizes) and max(full.hbm_sizes) <= 8 << 30
+    assert len(quick.hbm_sizes) <= 2 and max(quick.hbm_sizes) <= 2 << 30
+    assert full.steps() > quick.steps() > len(suite.Plan.INTENSITIES)
+    hopper = suite.Plan({**dev, "compute_capability": "90"}, 140 << 30, True)
+    assert hopper.hopper and hopper.steps() == quick.steps() + len(suite.HOPPER)
+    small = suite.Plan(dev, 1 << 30, False)  # a small card: nothing above 60% of free memory
+    assert max(small.hbm_sizes) <= 0.6 * (1 << 30)

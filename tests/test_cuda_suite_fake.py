@@ -1,0 +1,80 @@
+"""The GPU ceilings suite end to end on a numpy stand-in for cupy (tests/fake_gpu.py): the kernels
+really compile with NVRTC, the harness, records, ceilings, plots and report are the real ones; only
+the kernels' execution and the event timings are emulated, so nothing here looks at a figure."""
+import json
+
+import pytest
+
+from rooflab import cli
+from rooflab.cuda import suite
+
+pytest.importorskip("cupy")
+fake_gpu = pytest.importorskip("tests.fake_gpu")
+
+
+def _nvrtc_or_skip():
+    from rooflab.cuda import compiler
+    from rooflab.errors import RooflabError
+
+    try:
+        compiler._nvrtc()
+    except RooflabError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="module")
+def cubin_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cubins")  # both runs share the compiled kernels
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch, cubin_cache):
+    _nvrtc_or_skip()
+    monkeypatch.setenv("ROOFLAB_CACHE_DIR", str(cubin_cache))
+    monkeypatch.setenv("ROOFLAB_MACHINE", "fake-gpu")
+    return tmp_path
+
+
+def _result(out):
+    (f,) = out.glob("*/rooflab-ceilings-cuda-*.json")
+    return f, json.loads(f.read_text())
+
+
+def test_the_whole_suite_runs_and_records_every_ceiling(env, monkeypatch, capsys):
+    fake_gpu.FakeGPU(monkeypatch).install()
+    out = env / "results"
+    assert cli.main(["run", "--device", "cuda", "--quick", "--budget", "0.002", "--out", str(out)]) == 0, capsys.readouterr().err
+    f, d = _result(out)
+    assert d["status"] == "complete" and d["errors"] == []
+    assert all(r["verified"] for r in d["records"] if r["family"] not in ("peer", "memcpy", "launch"))
+    names = {c["name"] for c in d["ceilings"]}
+    for level in ("HBM", "L2", "shared", "host"):
+        assert any(n.startswith(level) for n in names), level
+    assert {"float32 FMA peak", "float64 FMA peak", "float16 tensor-core peak (mma.sync)",
+            "bfloat16 tensor-core peak (mma.sync)", "float16 tensor-core peak (wgmma)"} <= names
+    assert {"launch: enqueue", "launch: roundtrip", "launch: graph"} <= names
+    fma = next(c for c in d["ceilings"] if c["name"] == "float32 FMA peak")
+    assert fma["theoretical_clock"] == "measured" and fma["theoretical_clock_ghz"] == pytest.approx(1.9)
+    assert {r["what"].split(" (")[0] for r in d["peer_ratios"]} >= {"HBM copy vs cupy copy"}
+    assert len(d["sweeps"]["intensity"]) == len(suite.Plan.INTENSITIES)
+    built = {b["source"]: b for b in d["cuda_builds"]}
+    assert set(built) == {"launch.cu", "stream.cu", "smem.cu", "fma.cu", "tensor.cu", "intensity.cu", "wgmma.cu"}
+    assert built["wgmma.cu"]["arch"] == "sm_90a" and built["fma.cu"]["arch"] == "sm_90"
+    assert all(r["spill_store_bytes"] == 0 for b in built.values() for r in b["resources"].values())
+    assert f.with_suffix(".roofline.png").exists() and f.with_suffix(".bandwidth.png").exists()
+    assert cli.main(["report", str(f), "-o", str(env / "r.html")]) == 0
+    assert "Fake GPU" in (env / "r.html").read_text()
+
+
+def test_a_launch_error_is_recorded_and_the_run_goes_on(env, monkeypatch, capsys):
+    fake_gpu.FakeGPU(monkeypatch, failing={"stream_triad", "mma_bf16"}).install()
+    out = env / "results"
+    assert cli.main(["run", "--device", "cuda", "--quick", "--budget", "0.002", "--no-plot", "--out", str(out)]) == 1
+    f, d = _result(out)
+    assert d["status"] == "complete-with-errors"
+    failed = [e for e in d["errors"]]
+    assert failed and all("cudaErrorIllegalAddress" in e["error"] for e in failed)
+    assert {e.get("variant") or e["label"] for e in failed} >= {"cuda.stream.triad", "cuda.mma.bf16"}
+    names = {c["name"] for c in d["ceilings"]}
+    assert "HBM triad bandwidth" not in names and "bfloat16 tensor-core peak (mma.sync)" not in names
+    assert "HBM copy bandwidth" in names and "float16 tensor-core peak (wgmma)" in names  # later ones ran
