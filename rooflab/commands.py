@@ -84,7 +84,14 @@ def cmd_info(args) -> int:
     if gpus.get("devices"):
         for g in gpus["devices"]:
             c.print(f"  GPU {g['index']}: {g['name']} (sm_{g['compute_capability']}, {g['sm_count']} SMs, "
-                    f"{fmt_bytes(g['memory_bytes'])}, L2 {fmt_bytes(g['l2_bytes'])})")
+                    f"{fmt_bytes(g['memory_bytes'])}, L2 {fmt_bytes(g['l2_bytes'])}, max SM clock "
+                    f"{g['clock_ghz'] or 0:.3f} GHz, driver {g['driver_version']}, runtime {g['runtime_version']})",
+                    markup=False)
+            theo = g["theoretical"]
+            for p in theo["peaks"]:
+                c.print(f"    theoretical {p['dtype']}: {p['formula']}", markup=False)
+            if theo.get("memory_formula"):
+                c.print(f"    theoretical memory: {theo['memory_formula']}", markup=False)
     else:
         c.print(f"  GPU: none usable ({gpus.get('reason')})", markup=False)
     return 0

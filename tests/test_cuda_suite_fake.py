@@ -78,3 +78,11 @@ def test_a_launch_error_is_recorded_and_the_run_goes_on(env, monkeypatch, capsys
     names = {c["name"] for c in d["ceilings"]}
     assert "HBM triad bandwidth" not in names and "bfloat16 tensor-core peak (mma.sync)" not in names
     assert "HBM copy bandwidth" in names and "float16 tensor-core peak (wgmma)" in names  # later ones ran
+
+
+def test_info_lists_the_gpu_with_its_peaks(env, monkeypatch, capsys):
+    fake_gpu.FakeGPU(monkeypatch).install()
+    assert cli.main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU 0: Fake GPU (numpy) (sm_90, 4 SMs" in out and "1.980 GHz" in out
+    assert "theoretical float32: 4 SMs x 128 FP32 FMA/clk x 2 FLOP x 1.980 GHz" in out
