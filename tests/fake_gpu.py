@@ -150,6 +150,8 @@ class _Kernel:
                 flag[0] = 0
         else:  # pragma: no cover - a new kernel needs its emulation here
             raise NotImplementedError(f"fake_gpu has no emulation of {n}")
+        if n in self.device.wrong:
+            args[0][-1] *= 1.01  # one value 1 % off
 
     @staticmethod
     def _clock(clk):
@@ -168,10 +170,11 @@ class _RawModule:
 class FakeGPU:
     """Install with ``FakeGPU(monkeypatch).install()``: a 4-SM sm_90 device with 4 MiB of L2."""
 
-    def __init__(self, monkeypatch, free_bytes=128 << 20, failing=()):
+    def __init__(self, monkeypatch, free_bytes=128 << 20, failing=(), wrong=()):
         from cupy.cuda import nvrtc  # the real NVRTC: kernels really compile
 
         self.mp, self.nvrtc, self.free, self.failing = monkeypatch, nvrtc, free_bytes, set(failing)
+        self.wrong = set(wrong)  # kernels whose emulation is off by a little: the checks must catch them
 
     @staticmethod
     def launch_error(text):

@@ -66,17 +66,20 @@ def test_the_whole_suite_runs_and_records_every_ceiling(env, monkeypatch, capsys
     assert "Fake GPU" in (env / "r.html").read_text()
 
 
-def test_a_launch_error_is_recorded_and_the_run_goes_on(env, monkeypatch, capsys):
-    fake_gpu.FakeGPU(monkeypatch, failing={"stream_triad", "mma_bf16"}).install()
+def test_launch_errors_and_wrong_results_are_recorded_and_the_run_goes_on(env, monkeypatch, capsys):
+    fake_gpu.FakeGPU(monkeypatch, failing={"stream_triad", "mma_bf16"}, wrong={"smem_read"}).install()
     out = env / "results"
     assert cli.main(["run", "--device", "cuda", "--quick", "--budget", "0.002", "--no-plot", "--out", str(out)]) == 1
     f, d = _result(out)
     assert d["status"] == "complete-with-errors"
-    failed = [e for e in d["errors"]]
-    assert failed and all("cudaErrorIllegalAddress" in e["error"] for e in failed)
-    assert {e.get("variant") or e["label"] for e in failed} >= {"cuda.stream.triad", "cuda.mma.bf16"}
+    errors = {e.get("variant") or e["label"]: e["error"] for e in d["errors"]}
+    assert set(errors) == {"cuda.stream.triad", "cuda.mma.bf16", "cuda.smem.read"}
+    assert "launch failed: cudaErrorIllegalAddress" in errors["cuda.stream.triad"]
+    assert "launch failed: cudaErrorIllegalAddress" in errors["cuda.mma.bf16"]
+    assert "outside" in errors["cuda.smem.read"] and "got" in errors["cuda.smem.read"]  # wrong: no figure
     names = {c["name"] for c in d["ceilings"]}
     assert "HBM triad bandwidth" not in names and "bfloat16 tensor-core peak (mma.sync)" not in names
+    assert not any(n.startswith("shared") for n in names)
     assert "HBM copy bandwidth" in names and "float16 tensor-core peak (wgmma)" in names  # later ones ran
 
 

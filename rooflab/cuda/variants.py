@@ -209,23 +209,27 @@ def _mma(out, clk, reps=1, dtype="float16"):
     return out
 
 
-def _mma_inputs(n=None, dtype=None, seed=0, **_):
-    blocks = loader.one_wave(MMA_BLOCK, 1024)
-    return _cp().zeros(blocks * MMA_BLOCK, dtype=_cp().float32), _clock_buffer(blocks)
+def _register_tensor(instruction, launch, block, blocks, per_rep, sums_per_thread, unit_threads, flop, description):
+    """The tensor-core variants of one instruction (FP16 and BF16). Each instruction adds exactly 1.0
+    to every accumulator, so a thread's output is sums_per_thread x per_rep x reps; FLOPs = issuing
+    units (warps or warpgroups of ``unit_threads``) x per_rep x reps x ``flop`` per instruction."""
+    def inputs(n=None, dtype=None, seed=0, **_):
+        nb = blocks()
+        return _cp().zeros(nb * block, dtype=_cp().float32), _clock_buffer(nb)
+
+    for dt in ("float16", "bfloat16"):
+        register(Variant(
+            name=f"cuda.{instruction}.{'f16' if dt == 'float16' else 'bf16'}", family="tensor", device="cuda",
+            description=description.format(dtype=dt),
+            kernel=lambda out, clk, reps=1, threads=None, _d=dt: launch(out, clk, reps, _d),
+            reference=lambda out, clk=None, reps=1, **_: np.float64(sums_per_thread * per_rep * int(reps)),
+            work=lambda out, clk=None, reps=1, **_: Work(flops=(out.size // unit_threads) * per_rep * int(reps) * float(flop)),
+            inputs=inputs, result_dtype=lambda *a, **k: np.dtype(np.float32)))
 
 
-def _mma_mmas(reps):
-    return int(reps) * MMA_KNOBS["UNROLL"] * MMA_KNOBS["CHAINS"]  # mmas per warp
-
-
-for _dt in ("float16", "bfloat16"):
-    register(Variant(
-        name=f"cuda.mma.{'f16' if _dt == 'float16' else 'bf16'}", family="tensor", device="cuda",
-        description=f"mma.sync m16n8k16 {_dt} -> fp32, {MMA_KNOBS['CHAINS']} accumulators per warp",
-        kernel=lambda out, clk, reps=1, threads=None, _d=_dt: _mma(out, clk, reps, _d),
-        reference=lambda out, clk=None, reps=1, **_: np.float64(4 * _mma_mmas(reps)),
-        work=lambda out, clk=None, reps=1, **_: Work(flops=(out.size // 32) * _mma_mmas(reps) * float(MMA_FLOP)),
-        inputs=_mma_inputs, result_dtype=lambda *a, **k: np.dtype(np.float32)))
+_register_tensor("mma", _mma, MMA_BLOCK, lambda: loader.one_wave(MMA_BLOCK, 1024),
+                 per_rep=MMA_KNOBS["UNROLL"] * MMA_KNOBS["CHAINS"], sums_per_thread=4, unit_threads=32, flop=MMA_FLOP,
+                 description=f"mma.sync m16n8k16 {{dtype}} -> fp32, {MMA_KNOBS['CHAINS']} accumulators per warp")
 
 
 # ---- intensity sweep ---------------------------------------------------------------------------
@@ -284,20 +288,6 @@ def _wgmma(out, clk, reps=1, dtype="float16"):
     return out
 
 
-def _wgmma_inputs(n=None, dtype=None, seed=0, **_):
-    blocks = loader.sm_count() * WGMMA_PER_SM
-    return _cp().zeros(blocks * 128, dtype=_cp().float32), _clock_buffer(blocks)
-
-
-def _wgmmas(reps):
-    return int(reps) * WGMMA_KNOBS["UNROLL"]  # wgmmas per warpgroup
-
-
-for _dt in ("float16", "bfloat16"):
-    register(Variant(
-        name=f"cuda.wgmma.{'f16' if _dt == 'float16' else 'bf16'}", family="tensor", device="cuda",
-        description=f"wgmma m64n256k16 {_dt} -> fp32 from shared memory (Hopper, sm_90a)",
-        kernel=lambda out, clk, reps=1, threads=None, _d=_dt: _wgmma(out, clk, reps, _d),
-        reference=lambda out, clk=None, reps=1, **_: np.float64(128 * _wgmmas(reps)),
-        work=lambda out, clk=None, reps=1, **_: Work(flops=(out.size // 128) * _wgmmas(reps) * float(WGMMA_FLOP)),
-        inputs=_wgmma_inputs, result_dtype=lambda *a, **k: np.dtype(np.float32)))
+_register_tensor("wgmma", _wgmma, 128, lambda: loader.sm_count() * WGMMA_PER_SM, per_rep=WGMMA_KNOBS["UNROLL"],
+                 sums_per_thread=128, unit_threads=128, flop=WGMMA_FLOP,
+                 description="wgmma m64n256k16 {dtype} -> fp32 from shared memory (Hopper, sm_90a)")
