@@ -2,9 +2,14 @@
 cores, an intensity sweep, and launch latency, each verified (closed forms) before it is timed,
 each next to its peer in the same run (cupy's device-to-device copy, cuBLAS through cupy.matmul).
 
-Sizes: device-memory working sets from 8x L2 upwards (STREAM's 4x rule with margin); L2 working
-sets of 1/8 to 1/2 of L2; tensor-core and FMA launches of ~10 ms. A launch that fails is recorded
-with its CUDA error and the suite goes on with the next measurement.
+Sizes (Plan): device-memory working sets from 8x L2 upwards (STREAM's 4x rule with margin) up to
+8 GiB (2 GiB quick) or 60% of free memory; L2 working sets of 1/8 to 1/2 of L2 read ~4 GB per
+launch; FMA and tensor-core launches calibrated to ~10 ms. Tensor cores: mma.sync everywhere,
+wgmma on Hopper, measured last. Compute ceilings are reported against the theoretical peak at the
+SM clock measured on the chip during the kernel (variants.measured_clock).
+
+A failure of any kind is recorded with its CUDA error named (``guarded``) and the suite goes on with
+the next measurement; a kernel whose check fails gets an error in the result, never a figure.
 """
 from __future__ import annotations
 
