@@ -8,8 +8,9 @@ import pytest
 from rooflab import cli
 from rooflab.cuda import suite
 
+from tests import fake_gpu
+
 pytest.importorskip("cupy")
-fake_gpu = pytest.importorskip("tests.fake_gpu")
 
 
 def _nvrtc_or_skip():
