@@ -150,6 +150,25 @@ def test_nvrtc_builds_a_cubin_without_spills(cache, name, arch):
     assert all(f"-D{k}={v}" in b.options for k, v in KNOBS[name].items())
 
 
+SM_LIMITS = {"sm_80": {"registers": 65536, "smem": 164 << 10}, "sm_90": {"registers": 65536, "smem": 228 << 10},
+             "sm_90a": {"registers": 65536, "smem": 228 << 10}}
+
+
+@pytest.mark.parametrize("name,arch", BUILDS)
+def test_every_kernel_launch_wave_fits_on_an_sm(cache, name, arch):
+    """The grid each launcher uses (variants.SM_THREADS per SM) must be resident at once: ptxas's
+    registers x threads and shared memory x blocks within one SM's, or part of the grid would wait
+    for a second round and every bandwidth or peak figure would come out low."""
+    _nvrtc_or_skip()
+    b = compiler.build(name, arch, KNOBS[name])
+    block = {"mma_f16": cv.MMA_BLOCK, "mma_bf16": cv.MMA_BLOCK, "wgmma_f16": 128, "wgmma_bf16": 128}
+    for kernel, r in b.resources.items():
+        key = max((k for k in cv.SM_THREADS if k in kernel), key=len)  # mangled names contain the base name
+        threads = cv.SM_THREADS[key]
+        assert r["registers"] * threads <= SM_LIMITS[arch]["registers"], (kernel, r, threads)
+        assert r["smem_bytes"] * (threads // block.get(key, cv.BLOCK)) <= SM_LIMITS[arch]["smem"], (kernel, r)
+
+
 def test_nvrtc_name_expressions_lower_the_templates(cache):
     _nvrtc_or_skip()
     exprs = ("fma_peak<float>", "fma_peak<double>")

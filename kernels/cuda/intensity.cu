@@ -11,7 +11,7 @@
 #define ELEMS 4
 #endif
 
-extern "C" __global__ void __launch_bounds__(BLOCK)
+extern "C" __global__ void __launch_bounds__(BLOCK, 2048 / BLOCK)
 intensity_f64(double* __restrict__ a, i64 n, int nfma, double alpha, double beta) {
     const i64 stride = (i64)gridDim.x * BLOCK;
     for (i64 base = (i64)blockIdx.x * BLOCK + threadIdx.x; base < n; base += stride * ELEMS) {

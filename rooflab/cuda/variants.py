@@ -20,7 +20,7 @@ from ..work import Work
 from . import loader
 
 BLOCK = 256
-STREAM = {"BLOCK": BLOCK}
+STREAM = {"BLOCK": BLOCK, "ILP": 4, "TRIAD_SM_THREADS": 1024}
 FMA_KNOBS = {"BLOCK": BLOCK, "CHAINS": 8, "UNROLL": 16}
 MMA_KNOBS = {"CHAINS": 4, "UNROLL": 8}
 MMA_BLOCK = 128
@@ -28,10 +28,19 @@ SMEM_KNOBS = {"BLOCK": BLOCK, "SMEM_FLOAT4": 2048}  # 32 KiB of shared memory pe
 INTENSITY_KNOBS = {"BLOCK": BLOCK, "ELEMS": 4}
 MMA_BITS = {"float16": (0x2C002C00, 0x3C003C00), "bfloat16": (0x3D803D80, 0x3F803F80)}  # 1/16 and 1.0 pairs
 MMA_FLOP = 2 * 16 * 8 * 16  # one m16n8k16 per warp
+MMA_SM_THREADS = 1024
 WGMMA_KNOBS = {"UNROLL": 4}
 WGMMA_PER_SM = 2  # warpgroups (blocks of 128 threads) per SM: 154 registers each, two fit with room
 WGMMA_FILL = {"float16": 0x34003400, "bfloat16": 0x3E803E80}  # 0.25 in every half of every word
 WGMMA_FLOP = 2 * 64 * 256 * 16  # one m64n256k16 per warpgroup
+
+# Resident threads per SM each kernel is launched with: one wave, every block resident at once, so
+# a grid-stride loop gives every block the same share and no block waits for a second round. The
+# compile tests check each against ptxas's report (registers x threads <= 64K registers per SM).
+SM_THREADS = {"stream_read": 2048, "l2_read": 2048, "stream_copy": 2048, "stream_triad": STREAM["TRIAD_SM_THREADS"],
+              "smem_read": 4 * BLOCK, "fma_peak": 2048, "mma_f16": MMA_SM_THREADS, "mma_bf16": MMA_SM_THREADS,
+              "intensity_f64": 2048, "wgmma_f16": 128 * WGMMA_PER_SM, "wgmma_bf16": 128 * WGMMA_PER_SM,
+              "empty_kernel": 32}
 
 
 def _cp():
@@ -40,8 +49,9 @@ def _cp():
     return cupy
 
 
-def stream_grid() -> int:
-    return loader.one_wave(BLOCK)
+def grid(kernel: str, block: int = BLOCK) -> int:
+    """Blocks of ``block`` threads for one wave of ``kernel`` (SM_THREADS) on this GPU."""
+    return loader.one_wave(block, SM_THREADS[kernel])
 
 
 # ---- stream and L2 ------------------------------------------------------------------------------
@@ -55,9 +65,9 @@ def _filled(n, value):
 
 def _reduce(a, reps, function):
     cp = _cp()
-    grid = stream_grid()
-    out = cp.zeros(grid, dtype=cp.float64)
-    loader.launch(loader.kernel("stream.cu", function, STREAM), grid, BLOCK,
+    blocks = grid(function)
+    out = cp.zeros(blocks, dtype=cp.float64)
+    loader.launch(loader.kernel("stream.cu", function, STREAM), blocks, BLOCK,
                   (a, np.int64(a.size // 2), np.int32(reps), out), function)
     return out.sum()
 
@@ -73,14 +83,14 @@ def _l2_read(a, reps=1, threads=None):
 def _copy(c, a, reps=1, threads=None):
     fn = loader.kernel("stream.cu", "stream_copy", STREAM)
     for _ in range(int(reps)):
-        loader.launch(fn, stream_grid(), BLOCK, (c, a, np.int64(a.size // 2)), "stream_copy")
+        loader.launch(fn, grid("stream_copy"), BLOCK, (c, a, np.int64(a.size // 2)), "stream_copy")
     return c
 
 
 def _triad(a, b, c, s=3.0, reps=1, threads=None):
     fn = loader.kernel("stream.cu", "stream_triad", STREAM)
     for _ in range(int(reps)):
-        loader.launch(fn, stream_grid(), BLOCK, (a, b, c, np.float64(s), np.int64(a.size // 2)), "stream_triad")
+        loader.launch(fn, grid("stream_triad"), BLOCK, (a, b, c, np.float64(s), np.int64(a.size // 2)), "stream_triad")
     return a
 
 
@@ -133,7 +143,7 @@ register(Variant(
     name="cuda.smem.read", family="smem", device="cuda", description="shared-memory re-reads, float4, conflict-free",
     kernel=_smem, reference=lambda out, reps=1, **_: np.float64(4 * reps * _SMEM_PER_THREAD),
     work=lambda out, reps=1, **_: Work(bytes_read=out.size * reps * _SMEM_PER_THREAD * 16),
-    inputs=lambda n=None, dtype=None, seed=0, **_: (_cp().zeros(loader.sm_count() * 4 * BLOCK, dtype=_cp().float32),),
+    inputs=lambda n=None, dtype=None, seed=0, **_: (_cp().zeros(grid("smem_read") * BLOCK, dtype=_cp().float32),),
     result_dtype=lambda *a, **k: np.dtype(np.float32)))
 
 
@@ -186,7 +196,7 @@ def _fma_reference(out, clk=None, reps=1, **_):
 
 
 def _fma_inputs(n=None, dtype="float32", seed=0, **_):
-    blocks = loader.one_wave(BLOCK)
+    blocks = grid("fma_peak")
     return _cp().zeros(blocks * BLOCK, dtype=dtype), _clock_buffer(blocks)
 
 
@@ -227,7 +237,7 @@ def _register_tensor(instruction, launch, block, blocks, per_rep, sums_per_threa
             inputs=inputs, result_dtype=lambda *a, **k: np.dtype(np.float32)))
 
 
-_register_tensor("mma", _mma, MMA_BLOCK, lambda: loader.one_wave(MMA_BLOCK, 1024),
+_register_tensor("mma", _mma, MMA_BLOCK, lambda: grid("mma_f16", MMA_BLOCK),
                  per_rep=MMA_KNOBS["UNROLL"] * MMA_KNOBS["CHAINS"], sums_per_thread=4, unit_threads=32, flop=MMA_FLOP,
                  description=f"mma.sync m16n8k16 {{dtype}} -> fp32, {MMA_KNOBS['CHAINS']} accumulators per warp")
 
@@ -237,7 +247,7 @@ _register_tensor("mma", _mma, MMA_BLOCK, lambda: loader.one_wave(MMA_BLOCK, 1024
 def _intensity(a, reps=1, threads=None, nfma=1, alpha=0.999, beta=0.001):
     fn = loader.kernel("intensity.cu", "intensity_f64", INTENSITY_KNOBS)
     for _ in range(int(reps)):
-        loader.launch(fn, stream_grid(), BLOCK, (a, np.int64(a.size), np.int32(nfma), np.float64(alpha),
+        loader.launch(fn, grid("intensity_f64"), BLOCK, (a, np.int64(a.size), np.int32(nfma), np.float64(alpha),
                                                   np.float64(beta)), "intensity_f64")
     return a
 
@@ -288,6 +298,6 @@ def _wgmma(out, clk, reps=1, dtype="float16"):
     return out
 
 
-_register_tensor("wgmma", _wgmma, 128, lambda: loader.sm_count() * WGMMA_PER_SM, per_rep=WGMMA_KNOBS["UNROLL"],
+_register_tensor("wgmma", _wgmma, 128, lambda: grid("wgmma_f16", 128), per_rep=WGMMA_KNOBS["UNROLL"],
                  sums_per_thread=128, unit_threads=128, flop=WGMMA_FLOP,
                  description="wgmma m64n256k16 {dtype} -> fp32 from shared memory (Hopper, sm_90a)")
