@@ -205,10 +205,12 @@ def _summary(data: dict) -> None:
             notes = [f"[red]{n}[/red]" if n in ("noisy", ">105% of theoretical") else n for n in ceiling_notes(ce)]
             t.add_row(ce["name"], f"{ce['value']:.4g}", f"{s['p20']:.4g}-{s['p80']:.4g}", ce["unit"], ", ".join(notes))
         c.print(t)
-    for e in data.get("errors", []):
-        c.print(f"[red]error[/red] {e.get('label')}: {e['error']}")
+    from rich.markup import escape
+
+    for e in data.get("errors", []):  # compiler logs and CUDA messages hold brackets: no markup
+        c.print(f"[red]error[/red] {escape(str(e.get('label')))}: {escape(e['error'])}")
     for n in data.get("notes", []):
-        c.print(f"[yellow]note[/yellow] {n}")
+        c.print(f"[yellow]note[/yellow] {escape(n)}")
 
 
 def _agreement(writer, out: Path) -> None:

@@ -110,7 +110,9 @@ def ceiling_notes(c: dict) -> list[str]:
     if c.get("noisy"):
         notes.append("noisy")
     if c.get("fraction_of_theoretical"):
-        notes.append(f"{c['fraction_of_theoretical']:.0%} of theoretical")
+        at = (f" at the measured {c['theoretical_clock_ghz']:.3f} GHz" if c.get("theoretical_clock") == "measured"
+              else "")
+        notes.append(f"{c['fraction_of_theoretical']:.0%} of theoretical{at}")
     if c.get("above_105pct_of_theoretical"):
         notes.append(">105% of theoretical")
     if c["kind"] == "bandwidth" and c.get("plateau_end_bytes") and c.get("os_size_bytes"):

@@ -56,6 +56,9 @@ def test_the_whole_suite_runs_and_records_every_ceiling(env, monkeypatch, capsys
     assert {"launch: enqueue", "launch: roundtrip", "launch: graph"} <= names
     fma = next(c for c in d["ceilings"] if c["name"] == "float32 FMA peak")
     assert fma["theoretical_clock"] == "measured" and fma["theoretical_clock_ghz"] == pytest.approx(1.9)
+    from rooflab.roofline import ceiling_notes  # the remark the CLI table and the report show
+
+    assert any(n.endswith("of theoretical at the measured 1.900 GHz") for n in ceiling_notes(fma))
     assert {r["what"].split(" (")[0] for r in d["peer_ratios"]} >= {"HBM copy vs cupy copy"}
     assert len(d["sweeps"]["intensity"]) == len(suite.Plan.INTENSITIES)
     built = {b["source"]: b for b in d["cuda_builds"]}
@@ -73,6 +76,8 @@ def test_launch_errors_and_wrong_results_are_recorded_and_the_run_goes_on(env, m
     assert cli.main(["run", "--device", "cuda", "--quick", "--budget", "0.002", "--no-plot", "--out", str(out)]) == 1
     f, d = _result(out)
     assert d["status"] == "complete-with-errors"
+    printed = capsys.readouterr().out
+    assert "launch failed: cudaErrorIllegalAddress" in " ".join(printed.split())
     errors = {e.get("variant") or e["label"]: e["error"] for e in d["errors"]}
     assert set(errors) == {"cuda.stream.triad", "cuda.mma.bf16", "cuda.smem.read"}
     assert "launch failed: cudaErrorIllegalAddress" in errors["cuda.stream.triad"]
