@@ -111,10 +111,15 @@ class _Kernel:
         if self.name in self.device.failing:
             raise self.device.launch_error("cudaErrorIllegalAddress: an illegal memory access was encountered")
         k, n = self.knobs, self.name
-        if n in ("stream_read", "l2_read"):
+        if n in ("stream_read", "l2_read"):  # what each block of the grid-stride loop reads and sums
             a, n2, reps, out = args
-            out[...] = 0
-            out[0] = float(np.asarray(a[: 2 * int(n2)]).sum()) * int(reps)
+            blocks, bs = grid[0], block[0]
+            pairs = np.asarray(a[: 2 * int(n2)]).reshape(-1, 2).sum(axis=1)
+            pairs = np.concatenate([pairs, np.zeros(-len(pairs) % (blocks * bs))])
+            per_slice = pairs.reshape(-1, blocks, bs).sum(axis=(0, 2))
+            rotate = k["L2_ROTATE"] if n == "l2_read" else 0
+            r = np.arange(int(reps))[:, None]
+            out[...] = per_slice[(np.arange(blocks)[None, :] + rotate * r) % blocks].sum(axis=0)
         elif n == "stream_copy":
             c, a, n2 = args
             c[: 2 * int(n2)] = a[: 2 * int(n2)]

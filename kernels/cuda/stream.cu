@@ -17,6 +17,9 @@
 #ifndef ILP
 #define ILP 4  // independent 16 B loads in flight per thread (copy, triad)
 #endif
+#ifndef L2_ROTATE
+#define L2_ROTATE 97  // l2_read: block b reads slice (b + L2_ROTATE r) mod blocks in repetition r
+#endif
 #ifndef TRIAD_SM_THREADS
 #define TRIAD_SM_THREADS 1024  // triad's resident threads per SM: 2 x ILP loads each need 64 registers
 #endif
@@ -41,7 +44,7 @@ l2_read(const double2* __restrict__ a, i64 n2, int reps, double* __restrict__ ou
     double s0 = 0.0, s1 = 0.0;
     const i64 stride = (i64)gridDim.x * BLOCK;
     for (int r = 0; r < reps; ++r) {
-        const i64 slice = (blockIdx.x + (i64)r * 97) % gridDim.x;  // a permutation of the blocks
+        const i64 slice = (blockIdx.x + (i64)r * L2_ROTATE) % gridDim.x;  // a permutation of the blocks
         for (i64 i = slice * BLOCK + threadIdx.x; i < n2; i += stride) {
             double2 v = __ldcg(a + i);
             s0 += v.x;

@@ -125,6 +125,9 @@ class Plan:
         self.hbm_sizes = (sizes[:1] + sizes[-1:] if len(sizes) > 1 else sizes) if quick else sizes
         self.l2_fractions = (8, 4, 2)
         self.budget = budget_s if budget_s is not None else (0.1 if quick else 0.3)
+        # one timed sample enqueues launches for at least this long, so the host's launch overhead
+        # (~5-10 us before the first kernel starts) stays below 1% of it
+        self.target = 0.005 if quick else 0.01
         self.host_bytes = min(256 << 20, free_bytes // 4)
         self.cublas_n = 4096 if quick else 8192
         self.intensity_elems = min(max(8 * self.l2, 1 << 30), int(free_bytes * 0.4)) // 8
@@ -146,7 +149,7 @@ def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None
     dev = writer.data["machine"]["gpu"]
     plan = Plan(dev, cp.cuda.runtime.memGetInfo()[0], quick, budget_s)
     writer.data["config"]["gpu_plan"] = {"hbm_sizes": plan.hbm_sizes, "l2_fractions": plan.l2_fractions,
-                                         "budget_s": plan.budget, "host_bytes": plan.host_bytes, "cublas_n": plan.cublas_n,
+                                         "budget_s": plan.budget, "sample_target_s": plan.target, "host_bytes": plan.host_bytes, "cublas_n": plan.cublas_n,
                                          "intensity_elements": plan.intensity_elems}
     progress.start(plan.steps())
     step = progress.step
@@ -186,7 +189,7 @@ def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None
 
             def one(v=v, k=k, kernel=kernel, ws=ws):
                 inputs = v.inputs(ws // 8 // k)
-                rec = _measure(v, inputs, reps=1, budget_s=budget, label=f"{kernel} {ws >> 20} MiB",
+                rec = _measure(v, inputs, target_s=plan.target, budget_s=budget, label=f"{kernel} {ws >> 20} MiB",
                                meta={"kernel": kernel, "level": "HBM"})
                 add(rec, sweep="bandwidth")
                 if kernel == "copy" and rec["status"] == "ok":
@@ -202,9 +205,10 @@ def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None
 
         def l2read(frac=frac):
             v = get_variant("cuda.l2.read")
-            (a,) = v.inputs(plan.l2 // frac // 8)
+            inputs = v.inputs(plan.l2 // frac // 8)
+            a = inputs[0]
             reps = max(1, int(4e9 / a.nbytes))  # ~4 GB of L2 traffic per launch
-            add(_measure(v, (a,), reps=reps, budget_s=budget, label=f"L2 read {a.nbytes >> 20} MiB",
+            add(_measure(v, inputs, reps=reps, budget_s=budget, label=f"L2 read {a.nbytes >> 20} MiB",
                          meta={"kernel": "read", "level": "L2"}, verify_reps=3), sweep="bandwidth")
         guarded(writer, f"L2 read 1/{frac}", l2read)
 
@@ -236,7 +240,8 @@ def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None
         for nfma in plan.INTENSITIES:
             step(f"intensity {nfma / 8:g}")
             alpha = 0.5 ** (1.0 / nfma)
-            rec = _measure(v, (a,), params={"nfma": nfma, "alpha": alpha, "beta": 1 - alpha}, reps=1, budget_s=budget,
+            rec = _measure(v, (a,), params={"nfma": nfma, "alpha": alpha, "beta": 1 - alpha}, target_s=plan.target,
+                           budget_s=budget,
                            label=f"intensity {nfma / 8:g}", meta={"kernel": "ert", "intensity": nfma / 8})
             add(rec, sweep="intensity")
     guarded(writer, "intensity sweep", sweep)

@@ -20,7 +20,7 @@ from ..work import Work
 from . import loader
 
 BLOCK = 256
-STREAM = {"BLOCK": BLOCK, "ILP": 4, "TRIAD_SM_THREADS": 1024}
+STREAM = {"BLOCK": BLOCK, "ILP": 4, "TRIAD_SM_THREADS": 1024, "L2_ROTATE": 97}
 FMA_KNOBS = {"BLOCK": BLOCK, "CHAINS": 8, "UNROLL": 16}
 MMA_KNOBS = {"CHAINS": 4, "UNROLL": 8}
 MMA_BLOCK = 128
@@ -63,21 +63,42 @@ def _filled(n, value):
     return a
 
 
-def _reduce(a, reps, function):
-    cp = _cp()
-    blocks = grid(function)
-    out = cp.zeros(blocks, dtype=cp.float64)
-    loader.launch(loader.kernel("stream.cu", function, STREAM), blocks, BLOCK,
-                  (a, np.int64(a.size // 2), np.int32(reps), out), function)
-    return out.sum()
+def _reduce(a, partial, reps, function):
+    """One launch; each block writes its partial sum to ``partial`` (allocated with the inputs, so
+    nothing is allocated or reduced inside the timed region)."""
+    loader.launch(loader.kernel("stream.cu", function, STREAM), partial.size, BLOCK,
+                  (a, np.int64(a.size // 2), np.int32(reps), partial), function)
+    return partial
 
 
-def _read(a, reps=1, threads=None):
-    return _reduce(a, reps, "stream_read")
+def _read(a, partial, reps=1, threads=None):
+    return _reduce(a, partial, reps, "stream_read")
 
 
-def _l2_read(a, reps=1, threads=None):
-    return _reduce(a, reps, "l2_read")
+def _l2_read(a, partial, reps=1, threads=None):
+    return _reduce(a, partial, reps, "l2_read")
+
+
+L2_ROTATE = STREAM["L2_ROTATE"]  # l2_read: block b reads slice (b + 97 r) mod blocks in repetition r
+
+
+def _partials_reference(a, partial, reps=1, rotate=0, **_):
+    """Closed form of every block's partial sum of an all-ones array: a thread with global index t
+    of a grid of G blocks reads the double2 elements t, t + G*BLOCK, ... below n2, 2 doubles each."""
+    blocks, n2 = partial.size, a.size // 2
+    stride = blocks * BLOCK
+    t = np.arange(stride, dtype=np.int64)
+    per_slice = (2 * np.maximum(0, -(-(n2 - t) // stride))).reshape(blocks, BLOCK).sum(axis=1)
+    b = np.arange(blocks)
+    total = sum(per_slice[(b + rotate * r) % blocks] for r in range(int(reps)))
+    return _cp().asarray(total.astype(np.float64))
+
+
+def _ones_and_partials(function):
+    def inputs(n, dtype=None, seed=0, **_):
+        return _filled(n, 1.0), _cp().zeros(grid(function), dtype=_cp().float64)
+
+    return inputs
 
 
 def _copy(c, a, reps=1, threads=None):
@@ -94,11 +115,7 @@ def _triad(a, b, c, s=3.0, reps=1, threads=None):
     return a
 
 
-def _ones(n, dtype=None, seed=0, **_):
-    return (_filled(n, 1.0),)
-
-
-def _read_work(a, reps=1, **_):
+def _read_work(a, partial=None, reps=1, **_):
     return Work(flops=a.size * reps, bytes_read=a.nbytes * reps)
 
 
@@ -108,13 +125,13 @@ def _f64(*a, **k):
 
 register(Variant(
     name="cuda.stream.read", family="stream", device="cuda", description="sum of a double2 array (8 B/elem)",
-    kernel=_read, reference=lambda a, reps=1, **_: float(a.size) * reps, work=_read_work, inputs=_ones,
+    kernel=_read, reference=_partials_reference, work=_read_work, inputs=_ones_and_partials("stream_read"),
     result_dtype=_f64))
 register(Variant(
     name="cuda.l2.read", family="l2", device="cuda",
     description="sum of an L2-resident double2 array, __ldcg loads, slices rotated over the SMs",
-    kernel=_l2_read, reference=lambda a, reps=1, **_: float(a.size) * reps, work=_read_work, inputs=_ones,
-    result_dtype=_f64))
+    kernel=_l2_read, reference=lambda a, partial, reps=1, **_: _partials_reference(a, partial, reps, L2_ROTATE),
+    work=_read_work, inputs=_ones_and_partials("l2_read"), result_dtype=_f64))
 register(Variant(
     name="cuda.stream.copy", family="stream", device="cuda", description="c = a (16 B/elem)",
     kernel=_copy, reference=lambda c, a, **_: np.float64(1.0),
