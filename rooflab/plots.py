@@ -78,11 +78,16 @@ def _panel(ax, result, rf: Roofline, threads, xmin, xmax, ops, label_top):
         ax.text(xl, xl * c["value"] * 1.15, f"{c['level']} {c['value']:.3g} GB/s ({c['kernel']})",
                 color=color, fontsize=7.5, va="bottom", bbox={"fc": "white", "ec": "none", "alpha": 0.7, "pad": 0.5})
     fastest = max((c["value"] for c in roofs), default=None)
-    for c in sorted(peaks, key=lambda c: c["value"]):
+    label_y = None
+    for c in sorted(peaks, key=lambda c: -c["value"]):
         color = DTYPE_COLORS.get(c["dtype"], "#222222")
         x0 = c["value"] / fastest if fastest else xmin
         ax.plot([x0, xmax], [c["value"]] * 2, color=color, lw=2)
-        ax.text(xmax / 1.05, c["value"] * 0.93,
+        y = c["value"] * 0.93
+        if label_y is not None and y > label_y / 1.4:  # peaks close together: stack their labels
+            y = label_y / 1.4
+        label_y = y
+        ax.text(xmax / 1.05, y,
                 f"{c['name'].split(',')[0]} {c['value']:.4g} GFLOP/s"
                 + (f" ({c['fraction_of_theoretical']:.0%} of theor.)" if c.get("fraction_of_theoretical") else ""),
                 color=color, fontsize=8, ha="right", va="top")

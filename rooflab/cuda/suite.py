@@ -333,9 +333,10 @@ def derive(data: dict) -> list[dict]:
                                                           "max": max(values), "n_points": len(values)},
                     "noisy": False, **(extra or {})})
 
+    own = [r for r in recs if r["family"] != "peer"]  # peers are compared (peer_ratios), not roofs
     for level in ("HBM", "L2", "shared", "host"):
-        for kernel in sorted({r.get("kernel") for r in recs if r.get("level") == level}):
-            pts = [r["gbps"]["median"] for r in recs if r.get("level") == level and r.get("kernel") == kernel and r.get("gbps")]
+        for kernel in sorted({r.get("kernel") for r in own if r.get("level") == level}):
+            pts = [r["gbps"]["median"] for r in own if r.get("level") == level and r.get("kernel") == kernel and r.get("gbps")]
             stat_ceiling(f"{level} {kernel} bandwidth", "bandwidth", level, "float64", kernel, pts, "GB/s")
     gpu = data["machine"]["gpu"]
     nominal = {p["dtype"]: p for p in gpu.get("theoretical", {}).get("peaks", [])}
