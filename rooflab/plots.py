@@ -205,7 +205,8 @@ def bandwidth(result: dict, out: Path) -> list[Path]:
         ax.set_xlabel("working set")
         _plain_y(ax)
         ax.set_ylabel("bandwidth [GB/s]")
-        ax.set_title(f"{t} thread{'s' if t > 1 else ''} (median, p20-p80 band; red ring = noisy)", fontsize=9)
+        who = "whole GPU" if result.get("device") == "cuda" else f"{t} thread{'s' if t > 1 else ''}"
+        ax.set_title(f"{who} (median, p20-p80 band; red ring = noisy)", fontsize=9)
         ax.grid(True, which="both", alpha=0.25)
         ax.legend(fontsize=8)
     fig.suptitle(_title(result, "Bandwidth by working set"), fontsize=11)
