@@ -95,3 +95,20 @@ def test_info_lists_the_gpu_with_its_peaks(env, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "GPU 0: Fake GPU (numpy) (sm_90, 4 SMs" in out and "1.980 GHz" in out
     assert "theoretical float32: 4 SMs x 128 FP32 FMA/clk x 2 FLOP x 1.980 GHz" in out
+
+
+def test_model_ops_are_placed_on_the_gpu_ceilings(env, monkeypatch, capsys):
+    fake_gpu.FakeGPU(monkeypatch).install()
+    out = env / "results"
+    assert cli.main(["run", "--device", "cuda", "--quick", "--budget", "0.002", "--no-plot", "--out", str(out)]) == 0
+    rc = cli.main(["run", "--device", "cuda", "--suite", "models", "--model", "gpt2-decode", "--quick",
+                   "--budget", "0.002", "--no-plot", "--out", str(out)])
+    (f,) = out.glob("*/rooflab-models-cuda-*.json")
+    d = json.loads(f.read_text())
+    assert d["ceilings_source"].endswith(".json") and "rooflab-ceilings-cuda-" in d["ceilings_source"]
+    placed = d["ops_placed"]
+    assert placed and all(o["device"] == "cuda" and o["verification"] and o["class"] for o in placed)
+    assert any("cuBLAS" in o["impl"] for o in placed)
+    # the 50257 x 768 lm_head does not fit in the stand-in's 128 MiB: refused by name, the rest placed
+    assert rc == 1 and [e["label"] for e in d["errors"]] == ["gpt2-decode: lm_head (tied to wte)"]
+    assert "GPU has 128 MiB free" in d["errors"][0]["error"]

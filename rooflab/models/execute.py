@@ -93,7 +93,7 @@ def build(op: dict, seed: int = 0, own: bool = False, xp=np) -> Impl | None:
             r = xp.matmul(a.astype(f64), w.astype(f64))
             return r + bias if bias is not None else r
 
-        return Impl(f"{lib}.matmul (BLAS)" + (" + bias" if bias is not None else ""), run, ref,
+        return Impl(f"{lib}.matmul ({'BLAS' if xp is np else 'cuBLAS'})" + (" + bias" if bias is not None else ""), run, ref,
                     1 + (bias is not None), need)
     if k == "conv2d":
         return _conv(op, rng, dt, need, xp)
