@@ -1,6 +1,7 @@
 """The GPU ceilings suite end to end on a numpy stand-in for cupy (tests/fake_gpu.py): the kernels
 really compile with NVRTC, the harness, records, ceilings, plots and report are the real ones; only
 the kernels' execution and the event timings are emulated, so nothing here looks at a figure."""
+import itertools
 import json
 
 import pytest
@@ -112,3 +113,23 @@ def test_model_ops_are_placed_on_the_gpu_ceilings(env, monkeypatch, capsys):
     # the 50257 x 768 lm_head does not fit in the stand-in's 128 MiB: refused by name, the rest placed
     assert rc == 1 and [e["label"] for e in d["errors"]] == ["gpt2-decode: lm_head (tied to wte)"]
     assert "GPU has 128 MiB free" in d["errors"][0]["error"]
+
+
+def test_the_asv_gpu_benchmarks_set_up_verify_and_return_numbers(env, monkeypatch):
+    """benchmarks/bench_gpu.py against the stand-in: every parameter's setup compiles and verifies,
+    and every benchmark body runs and returns what asv expects (a number for track_*)."""
+    fake_gpu.FakeGPU(monkeypatch).install()
+    from benchmarks import _common, bench_gpu
+
+    monkeypatch.setattr(_common, "_PREPARED", {})
+    for cls in (bench_gpu.StreamGPU, bench_gpu.ComputeGPU, bench_gpu.LaunchGPU):
+        grid = getattr(cls, "params", ())
+        # every value of the first parameter, the smallest of the others (sizes): enough to run each body
+        for args in itertools.product(*[values if i == 0 else sorted(values)[:1] for i, values in enumerate(grid)]):
+            bench = cls()
+            bench.setup(*args)
+            for name in dir(cls):
+                if name.startswith(("time_", "track_")):
+                    out = getattr(bench, name)(*args)
+                    if name.startswith("track_"):
+                        assert isinstance(out, float) and out > 0, (cls.__name__, name, args)
