@@ -161,9 +161,10 @@ def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None
 
     dev = writer.data["machine"]["gpu"]
     plan = Plan(dev, cp.cuda.runtime.memGetInfo()[0], quick, budget_s)
-    writer.data["config"]["gpu_plan"] = {"hbm_sizes": plan.hbm_sizes, "l2_fractions": plan.l2_fractions,
-                                         "budget_s": plan.budget, "sample_target_s": plan.target, "host_bytes": plan.host_bytes, "cublas_n": plan.cublas_n,
-                                         "intensity_elements": plan.intensity_elems}
+    writer.data["config"]["gpu_plan"] = {
+        "hbm_sizes": plan.hbm_sizes, "l2_fractions": plan.l2_fractions, "budget_s": plan.budget,
+        "sample_target_s": plan.target, "host_bytes": plan.host_bytes, "cublas_n": plan.cublas_n,
+        "intensity_elements": plan.intensity_elems}
     progress.start(plan.steps())
     step = progress.step
     add = writer.add_record
@@ -237,11 +238,14 @@ def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None
     guarded(writer, "host<->device", lambda: _host_device(add, plan.host_bytes, budget))
 
     # compute -----------------------------------------------------------------------------------
-    for name in COMPUTE:
+    def compute(name):
         step(name)
         v = get_variant(name)
-        guarded(writer, name, lambda v=v: add(_measure(v, v.inputs(), budget_s=budget, verify_reps=4,
-                                                       meta={"kernel": v.name.split(".", 1)[1]})))
+        guarded(writer, name, lambda: add(_measure(v, v.inputs(), budget_s=budget, verify_reps=4,
+                                                   meta={"kernel": v.name.split(".", 1)[1]})))
+
+    for name in COMPUTE:
+        compute(name)
     writer.data["machine"]["gpu"]["nvml_after_compute"] = backend.nvml_state(dev["index"])
     step(f"cuBLAS fp16 {plan.cublas_n}")
     guarded(writer, "cuBLAS fp16", lambda: add(_cublas_peer(plan.cublas_n, budget, plan.target)))
@@ -255,18 +259,15 @@ def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None
             step(f"intensity {nfma / 8:g}")
             alpha = 0.5 ** (1.0 / nfma)
             rec = _measure(v, (a,), params={"nfma": nfma, "alpha": alpha, "beta": 1 - alpha}, target_s=plan.target,
-                           budget_s=budget,
-                           label=f"intensity {nfma / 8:g}", meta={"kernel": "ert", "intensity": nfma / 8})
+                           budget_s=budget, label=f"intensity {nfma / 8:g}",
+                           meta={"kernel": "ert", "intensity": nfma / 8})
             add(rec, sweep="intensity")
     guarded(writer, "intensity sweep", sweep)
 
     # tensor cores through wgmma: Hopper only, and last (see variants.py) ------------------------
     if plan.hopper:
         for name in HOPPER:
-            step(name)
-            v = get_variant(name)
-            guarded(writer, name, lambda v=v: add(_measure(v, v.inputs(), budget_s=budget, verify_reps=4,
-                                                           meta={"kernel": v.name.split(".", 1)[1]})))
+            compute(name)
     else:
         writer.data["notes"].append(f"wgmma tensor-core peak not measured: sm_{dev.get('compute_capability')} "
                                     f"is not Hopper (sm_90)")
