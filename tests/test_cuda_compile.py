@@ -20,8 +20,8 @@ SOURCES = compiler.sources()
 # the knobs the Python side compiles each source with (so the checks see what is timed)
 KNOBS = {"stream.cu": cv.STREAM, "fma.cu": cv.FMA_KNOBS, "tensor.cu": cv.MMA_KNOBS, "smem.cu": cv.SMEM_KNOBS,
          "intensity.cu": cv.INTENSITY_KNOBS, "launch.cu": {}, "wgmma.cu": cv.WGMMA_KNOBS}
-# (source, arch): every source for sm_80 and sm_90, or for the architectures its `// targets:` names
-BUILDS = [(name, arch) for name in SOURCES for arch in (compiler.targets(name) or ARCHS)]
+# (source, arch): every source for sm_80 and sm_90, plus the architectures its `// targets:` line names
+BUILDS = [(name, arch) for name in SOURCES for arch in ARCHS + (compiler.targets(name) or [])]
 
 
 def _arch_flags(arch):
@@ -167,6 +167,17 @@ def test_every_kernel_launch_wave_fits_on_an_sm(cache, name, arch):
         threads = cv.SM_THREADS[key]
         assert r["registers"] * threads <= SM_LIMITS[arch]["registers"], (kernel, r, threads)
         assert r["smem_bytes"] * (threads // block.get(key, cv.BLOCK)) <= SM_LIMITS[arch]["smem"], (kernel, r)
+
+
+def test_wgmma_is_the_real_kernel_only_for_sm_90a(cache):
+    """For sm_80/sm_90 wgmma.cu compiles to a NaN-writing stub (so every source builds everywhere);
+    for sm_90a it is the real kernel: the 64x256 fp32 accumulator tile lives in registers."""
+    _nvrtc_or_skip()
+    real = compiler.build("wgmma.cu", "sm_90a", cv.WGMMA_KNOBS).resources
+    stub = compiler.build("wgmma.cu", "sm_90", cv.WGMMA_KNOBS).resources
+    assert set(real) == set(stub) == {"wgmma_f16", "wgmma_bf16"}
+    assert all(r["registers"] >= 128 and r["smem_bytes"] > 0 for r in real.values())
+    assert all(r["registers"] < 32 for r in stub.values())
 
 
 def test_nvrtc_name_expressions_lower_the_templates(cache):
