@@ -10,6 +10,7 @@ produces are meaningless and no test looks at their values, only at their struct
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -245,6 +246,8 @@ class FakeGPU:
 
         self.mp.setattr(backend, "probe", lambda: (True, "1 CUDA device(s) (tests/fake_gpu.py)"))  # undone after
         self.mp.setattr(loader, "_MODULES", {})
+        # a fresh per-device SM-count cache, so neither this device nor a real one leaks into the other
+        self.mp.setattr(loader, "_sm_count", functools.lru_cache(maxsize=None)(loader._sm_count.__wrapped__))
         self.mp.setattr(backend, "nvml_state", lambda index: {})
         return cp
 

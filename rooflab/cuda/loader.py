@@ -12,6 +12,8 @@ every SM once), ``device_arch()``.
 """
 from __future__ import annotations
 
+import functools
+
 from ..errors import RooflabError
 from . import compiler
 
@@ -49,10 +51,10 @@ def module(name: str, defines: dict | None = None, name_expressions=()) -> Modul
     """kernels/cuda/<name> compiled for this GPU and loaded (once per process and device)."""
     import cupy
 
-    arch = compiler.arch_for(name, device_arch())
     key = (name, tuple(sorted((defines or {}).items())), tuple(name_expressions), cupy.cuda.Device().id)
-    mod = _MODULES.get(key)
+    mod = _MODULES.get(key)  # looked up on every launch: no file or device query before this hit
     if mod is None:
+        arch = compiler.arch_for(name, device_arch())
         b = compiler.build(name, arch, defines, name_expressions)
         try:
             raw = cupy.RawModule(path=b.cubin_path)
@@ -96,8 +98,15 @@ def cuda_error(e: BaseException) -> str:
 def sm_count() -> int:
     import cupy
 
+    return _sm_count(cupy.cuda.Device().id)
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device: int) -> int:  # launchers size their grids on every call: ask the device once
+    import cupy
+
     rt = cupy.cuda.runtime
-    return int(rt.deviceGetAttribute(rt.cudaDevAttrMultiProcessorCount, cupy.cuda.Device().id))
+    return int(rt.deviceGetAttribute(rt.cudaDevAttrMultiProcessorCount, device))
 
 
 def one_wave(block: int, per_sm_threads: int = 2048) -> int:
