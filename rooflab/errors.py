@@ -20,3 +20,9 @@ class VerificationError(RooflabError):
 
 class DeviceUnavailable(RooflabError):
     """The requested device (GPU, cupy, nvcc) is not usable here."""
+
+
+def first_line(e: BaseException, limit: int = 240) -> str:
+    """The first line of an exception's message (CUDA and compiler errors run long), or its type."""
+    text = str(e).strip()
+    return text.splitlines()[0][:limit] if text else type(e).__name__

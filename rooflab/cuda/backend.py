@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 
-from ..errors import DeviceUnavailable
+from ..errors import DeviceUnavailable, first_line
 
 # per-SM throughput per clock, by compute capability (major, minor)
 SM_FACTS = {
@@ -44,7 +44,7 @@ def probe() -> tuple[bool, str]:
     except Exception as e:
         if not _driver_present():
             return False, "no NVIDIA driver on this machine (libcuda.so.1 cannot be loaded)"
-        return False, f"no usable CUDA device ({_short(e)})"
+        return False, f"no usable CUDA device ({first_line(e, 160)})"
     if n < 1:
         return False, "no CUDA device"
     return True, f"{n} CUDA device(s)"
@@ -58,11 +58,6 @@ def _driver_present() -> bool:
         return True
     except OSError:
         return False
-
-
-def _short(e: Exception) -> str:
-    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    return text[:160]
 
 
 def available() -> bool:

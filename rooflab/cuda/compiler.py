@@ -27,7 +27,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import DeviceUnavailable, RooflabError
+from ..errors import DeviceUnavailable, RooflabError, first_line
 
 STD = "-std=c++17"
 _INCLUDE = re.compile(r'^[ \t]*#include[ \t]+"([^"]+)"[ \t]*$', re.M)
@@ -164,14 +164,9 @@ def _nvrtc():
     try:
         version = nvrtc.getVersion()
     except Exception as e:
-        raise DeviceUnavailable(f"NVRTC (libnvrtc) was not found: {_first_line(e)}",
+        raise DeviceUnavailable(f"NVRTC (libnvrtc) was not found: {first_line(e)}",
                                 "pip install 'nvidia-cuda-nvrtc>=13,<14' (part of rooflab[cuda])") from None
     return nvrtc, f"{version[0]}.{version[1]}"
-
-
-def supported_archs() -> list[str]:
-    nvrtc, _ = _nvrtc()
-    return [f"sm_{a}" for a in nvrtc.getSupportedArchs()]
 
 
 def cache_dir() -> Path:
@@ -181,7 +176,7 @@ def cache_dir() -> Path:
 
 
 def build(name: str, arch: str, defines: dict | None = None, name_expressions=(), *,
-          text: str | None = None, use_cache: bool = True) -> Build:
+          text: str | None = None) -> Build:
     """Compile kernels/cuda/<name> (or ``text``, named ``name``) to a cubin for ``arch``."""
     nvrtc, version = _nvrtc()
     arch = arch if arch.startswith("sm_") else f"sm_{arch}"
@@ -192,7 +187,7 @@ def build(name: str, arch: str, defines: dict | None = None, name_expressions=()
     folder = cache_dir()
     stem = folder / f"{Path(name).stem}-{arch}-{key}"
     cubin_path, meta_path = stem.with_suffix(".cubin"), stem.with_suffix(".json")
-    if use_cache and cubin_path.exists() and meta_path.exists():
+    if cubin_path.exists() and meta_path.exists():
         try:
             meta = json.loads(meta_path.read_text())
             return Build(source=name, arch=arch, options=opts, nvrtc_version=version, cubin_path=str(cubin_path),
@@ -214,7 +209,7 @@ def build(name: str, arch: str, defines: dict | None = None, name_expressions=()
         except Exception as e:
             log = _log(nvrtc, prog)
             raise RooflabError(f"{name} failed to compile with NVRTC {version} for {arch} {' '.join(opts)} "
-                               f"({_first_line(e)}):\n{log.strip()}") from None
+                               f"({first_line(e)}):\n{log.strip()}") from None
         log = _log(nvrtc, prog)
         cubin = nvrtc.getCUBIN(prog)
         lowered = {e: nvrtc.getLoweredName(prog, e) for e in exprs}
@@ -241,8 +236,3 @@ def _log(nvrtc, prog) -> str:
         return nvrtc.getProgramLog(prog) or ""
     except Exception:
         return ""
-
-
-def _first_line(e: Exception) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:200] if text else type(e).__name__

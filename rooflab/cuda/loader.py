@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 
-from ..errors import RooflabError
+from ..errors import RooflabError, first_line
 from . import compiler
 
 _MODULES: dict = {}
@@ -35,7 +35,7 @@ class Module:
                 fn = self.raw.get_function(mangled)
             except Exception as e:
                 known = ", ".join(sorted(self.build.resources)) or "none"
-                raise RooflabError(f"{self.build.source} has no kernel {name!r} ({_first_line(e)}); "
+                raise RooflabError(f"{self.build.source} has no kernel {name!r} ({first_line(e)}); "
                                    f"its kernels: {known}") from None
             self._functions[name] = fn
         return fn
@@ -59,7 +59,7 @@ def module(name: str, defines: dict | None = None, name_expressions=()) -> Modul
         try:
             raw = cupy.RawModule(path=b.cubin_path)
         except Exception as e:
-            raise RooflabError(f"{name}: the {arch} cubin did not load: {_first_line(e)}") from None
+            raise RooflabError(f"{name}: the {arch} cubin did not load: {first_line(e)}") from None
         mod = _MODULES[key] = Module(raw, b)
     return mod
 
@@ -91,7 +91,7 @@ def launch(fn, grid, block, args, what: str, sync: bool = False, shared_mem: int
 def cuda_error(e: BaseException) -> str:
     """'cudaErrorIllegalAddress: an illegal memory access...' for CUDA errors, the type and first
     line for anything else."""
-    text = _first_line(e)
+    text = first_line(e)
     return text if text.startswith(("cuda", "CUDA", "nvrtc", "NVRTC")) else f"{type(e).__name__}: {text}"
 
 
@@ -112,8 +112,3 @@ def _sm_count(device: int) -> int:  # launchers size their grids on every call: 
 def one_wave(block: int, per_sm_threads: int = 2048) -> int:
     """Blocks that fill every SM exactly once at ``per_sm_threads`` resident threads per SM."""
     return sm_count() * max(1, per_sm_threads // block)
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:240] if text else type(e).__name__

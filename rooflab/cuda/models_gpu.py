@@ -12,6 +12,7 @@ from pathlib import Path
 from ..errors import RooflabError, VerificationError
 from ..models import catalog, execute, place
 from ..models.measure import _finish_outputs, find_ceilings
+from . import loader
 from . import timing as gtime
 from .suite import check_device
 
@@ -48,7 +49,7 @@ def run_suite(writer, *, quick, progress, model=None, batch=None, seq=None, ceil
                 writer.add_error(f"{name}: {op['name']}", str(e))
                 continue
             except Exception as e:  # CUDA errors: named, recorded, next op
-                writer.add_error(f"{name}: {op['name']}", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+                writer.add_error(f"{name}: {op['name']}", loader.cuda_error(e))
                 continue
             finally:
                 cp.get_default_memory_pool().free_all_blocks()
