@@ -62,8 +62,7 @@ def _measure(v, inputs, *, params=None, reps=None, target_s=0.01, budget_s=0.3, 
         rec["verified"] = True
         del expected, got
         if reps is None:  # calibrate: one launch's time -> reps for target_s
-            one = gtime.time_gpu(lambda: v.kernel(*inputs, reps=1, **params), budget_s=0, min_samples=1, warmup=1)
-            reps = max(1, int(target_s / max(one.seconds[0], 1e-7)))
+            reps = gtime.repeats_for(lambda: v.kernel(*inputs, reps=1, **params), target_s)
         s = gtime.time_gpu(lambda: v.kernel(*inputs, reps=reps, **params), budget_s=budget_s, flush=flush)
     except (RooflabError, VerificationError) as e:
         rec.update(status="failed", verified=rec.get("verified", False), error=str(e))
@@ -83,10 +82,7 @@ def _peer(label, fn, flops=0.0, nbytes=0.0, budget_s=0.3, target_s=0.0) -> dict:
     """Time a library call the way our kernels are timed: with ``target_s``, each sample enqueues
     the call enough times to last that long (so neither side carries host overhead the other
     hides), and the figure is per call."""
-    calls = 1
-    if target_s:
-        one = gtime.time_gpu(fn, budget_s=0, min_samples=1, warmup=1)
-        calls = max(1, int(target_s / max(one.seconds[0], 1e-7)))
+    calls = gtime.repeats_for(fn, target_s) if target_s else 1
 
     def sample():
         for _ in range(calls):

@@ -41,6 +41,13 @@ def time_gpu(fn, *, budget_s: float = 0.3, min_samples: int = 5, max_samples: in
     return out
 
 
+def repeats_for(fn, target_s: float) -> int:
+    """How many calls of ``fn`` fill ``target_s`` of device time, from one timed call after a warm-up
+    (sample-length calibration, as the CPU timer's ``calibrate`` does)."""
+    one = time_gpu(fn, budget_s=0, min_samples=1, warmup=1)
+    return max(1, int(target_s / max(one.seconds[0], 1e-7)))
+
+
 def time_host_launches(fn, n: int, *, sync_each: bool, budget_s: float = 0.3, min_samples: int = 5) -> Samples:
     import cupy
 
