@@ -57,9 +57,9 @@ class ComputeGPU:
     def setup(self, name):
         require_gpu()
         if name.startswith("cuda.wgmma"):
-            from rooflab.cuda import loader
+            from rooflab.cuda import compiler, loader
 
-            if loader.device_arch() != "sm_90":
+            if not compiler.runs_on("wgmma.cu", loader.device_arch()):
                 raise NotImplementedError("wgmma needs Hopper (sm_90)")
         self.v, self.inputs, self.p = prepared(("gcomp", name), lambda: _verified(name))
 

@@ -218,6 +218,7 @@ def test_arch_specific_sources_pick_their_target():
     assert compiler.arch_for("wgmma.cu", "sm_90") == "sm_90a" and compiler.arch_for("fma.cu", "sm_80") == "sm_80"
     with pytest.raises(RooflabError, match="runs only on sm_90a; this GPU is sm_80"):
         compiler.arch_for("wgmma.cu", "sm_80")
+    assert compiler.runs_on("wgmma.cu", "sm_90") and not compiler.runs_on("wgmma.cu", "sm_80")
 
 
 def test_nvrtc_refuses_an_unknown_arch(cache):

@@ -71,10 +71,10 @@ def test_run_cuda_quick(tmp_path):
 # last: the registry lists wgmma last, and a kernel fault would poison the CUDA context for later tests
 @pytest.mark.parametrize("name", [v.name for v in rooflab.list_variants(device="cuda")])
 def test_every_cuda_variant_verifies(name):
-    from rooflab.cuda import loader
+    from rooflab.cuda import compiler, loader
     from rooflab.cuda.suite import check_device
 
-    if name.startswith("cuda.wgmma") and loader.device_arch() != "sm_90":
+    if name.startswith("cuda.wgmma") and not compiler.runs_on("wgmma.cu", loader.device_arch()):
         pytest.skip(f"wgmma needs Hopper (sm_90); this GPU is {loader.device_arch()}")
     v = rooflab.get_variant(name)
     inputs = v.inputs(1 << 20) if name.startswith(("cuda.stream", "cuda.intensity", "cuda.l2")) else v.inputs()

@@ -113,6 +113,15 @@ def arch_for(name: str, device_arch: str) -> str:
     raise RooflabError(f"{name} runs only on {', '.join(wanted)}; this GPU is {device_arch}")
 
 
+def runs_on(name: str, device_arch: str) -> bool:
+    """Whether kernels/cuda/<name> has a build for a device of ``device_arch`` (wgmma.cu: sm_90 only)."""
+    try:
+        arch_for(name, device_arch)
+        return True
+    except RooflabError:
+        return False
+
+
 def options(defines: dict | None = None) -> tuple:
     return (STD,) + tuple(f"-D{k}={v}" for k, v in sorted((defines or {}).items()))
 

@@ -21,7 +21,7 @@ from ..errors import RooflabError, VerificationError
 from ..registry import get_variant
 from ..timing import invert_stats
 from ..verify import tolerance
-from . import backend, loader
+from . import backend, compiler, loader
 from . import timing as gtime
 from . import variants as cv
 
@@ -127,7 +127,7 @@ class Plan:
 
     def __init__(self, dev: dict, free_bytes: int, quick: bool, budget_s: float | None = None):
         self.quick = quick
-        self.hopper = dev.get("compute_capability") == "90"
+        self.hopper = compiler.runs_on("wgmma.cu", f"sm_{dev.get('compute_capability')}")
         self.l2 = dev.get("l2_bytes") or (50 << 20)
         top = min((2 << 30) if quick else (8 << 30), int(free_bytes * 0.6))
         sizes = [s for s in (8 * self.l2 * 2 ** i for i in range(8)) if s <= top] or [int(top)]
