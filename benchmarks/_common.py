@@ -15,7 +15,7 @@ _PREPARED: dict = {}
 
 def bench_params(key, default=None):
     try:
-        from rooflab.registry import BENCH_PARAMS
+        from rooflab.asv_params import BENCH_PARAMS
     except ImportError:  # an older rooflab without the table
         return default
     return BENCH_PARAMS.get(key, default)

@@ -1,13 +1,23 @@
-"""One registry of kernel variants. It feeds the CLI, the asv benchmarks, the tests and the plots.
+"""One registry of kernel variants. Everything reads it: the CLI, the driver, the suites, the asv
+benchmarks, the plots, the model-op placement and the tests (the GPU stand-in too).
 
 A variant is a kernel plus everything the harness needs to trust and time it:
 
   kernel(*arrays, reps=1, threads=None, **params) -> result   what is measured
-  reference(*arrays, **params) -> expected                     numpy (float64) truth, computed
-                                                               *before* the kernel runs, so
-                                                               in-place kernels can be checked
-  work(*arrays, reps=1, **params) -> Work                      declared FLOPs and bytes
-  inputs(n, dtype, seed, threads) -> tuple of arrays            random test inputs of n elements
+  reference(*arrays, **params) -> expected                     float64 truth (or a closed form),
+                                                               computed *before* the kernel runs,
+                                                               so in-place kernels can be checked
+  work(*arrays, reps=1, **params) -> Work                      declared FLOPs, bytes, dispatches
+  inputs(size, dtype, seed=0, threads=None) -> tuple            fresh random inputs; ``size`` is
+                                                               the family's: elements for stream,
+                                                               an op shape dict for gemm and conv
+
+Variants live in their family's module under ``rooflab/families/`` (discovered automatically: a new
+family is a new module there). A ladder is numbered by sophistication and each rung is named by
+the one technique it adds (``cpu.gemm.03-packed-panels``); rung 0 is the library (numpy/BLAS,
+cupy/cuBLAS), so every table can say "% of the library". A variant that computes a model op
+declares it with ``op`` ("gemm", "conv2d", "softmax", ...): the placement of model ops executes
+an op through the variants of that op, variant 0 being the framework path.
 
 Public API (also re-exported as rooflab.list_variants / rooflab.get_variant):
 
@@ -20,31 +30,14 @@ Public API (also re-exported as rooflab.list_variants / rooflab.get_variant):
 """
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from .errors import RooflabError
 
 DEVICES = ("cpu", "cuda")
-
-# What the asv suite measures (benchmarks/ reads these). APPEND ONLY: asv keys results by parameter
-# value, so removing or changing an entry orphans that benchmark's history across commits.
-BENCH_PARAMS = {
-    "stream_kernels": ["read", "copy", "triad", "update"],
-    "stream_bytes": [32 << 10, 1 << 20, 64 << 20, 512 << 20],
-    "stream_bytes_quick": [32 << 10, 1 << 20, 64 << 20],
-    "fma_dtypes": ["float64", "float32"],
-    "fma_config": (64, 8),
-    "intensity_K_passes": [(1, 1), (8, 1), (32, 4), (32, 64)],
-    "model_ops": [
-        ("bert-base", "layer0.intermediate (FFN1)"),
-        ("bert-base", "layer0.softmax"),
-        ("bert-base", "layer0.attention.LayerNorm"),
-        ("gpt2-decode", "h0.mlp.c_fc"),
-        ("resnet50", "layer1.0.conv2"),
-    ],
-    "gpu_stream_bytes": [256 << 20, 2 << 30],
-}
 
 
 @dataclass(frozen=True)
@@ -52,13 +45,16 @@ class Variant:
     name: str
     family: str
     device: str
-    description: str
+    description: str            # the one technique this variant adds (a ladder's rung)
     kernel: Callable
     reference: Callable
     work: Callable
     inputs: Callable
     defaults: dict = field(default_factory=dict)
-    result_dtype: Callable | None = None  # dtype whose tolerance applies; default: first input's
+    result_dtype: Callable | None = None  # dtype whose tolerance applies; default: the result's
+    number: int | None = None    # rung of the family's ladder; 0 = the library
+    op: str | None = None        # model-op kind this variant executes (inputs then take op shapes)
+    dtypes: tuple = ()           # dtypes it accepts (empty: any the family declares)
 
     def __call__(self, *arrays, **params):
         return self.kernel(*arrays, **{**self.defaults, **params})
@@ -66,31 +62,67 @@ class Variant:
     def params(self, **params) -> dict:
         return {**self.defaults, **params}
 
+    @property
+    def library(self) -> bool:
+        return self.number == 0
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measurement of a suite: which variant, at what size, dtype and thread count.
+
+    A suite is a list of cases (data); the driver runs any list on any device. ``timing`` overrides
+    the driver's settings for this case (reps, budget_s, cv_limit, max_attempts, target_s);
+    ``meta`` is copied into the record (kernel, level, intensity ...)."""
+
+    variant: str
+    size: Any = None
+    dtype: str = "float64"
+    threads: int = 1
+    params: dict = field(default_factory=dict)
+    verify_params: dict | None = None
+    label: str | None = None
+    meta: dict = field(default_factory=dict)
+    timing: dict = field(default_factory=dict)
+    sweep: str | None = None  # "bandwidth" / "intensity": also kept as a compact sweep point
+
 
 _REGISTRY: dict[str, Variant] = {}
 _LOADED = False
 
 
 def register(variant: Variant) -> Variant:
+    """Add a variant; a second registration of the same name is a bug and says so at import."""
     if variant.device not in DEVICES:
-        raise ValueError(f"unknown device {variant.device!r}")
+        raise RooflabError(f"variant {variant.name!r}: unknown device {variant.device!r}",
+                           f"use one of {', '.join(DEVICES)}")
+    if not variant.name.startswith(f"{variant.device}."):
+        raise RooflabError(f"variant {variant.name!r} must be named {variant.device}.<family>.<rung>")
+    if variant.name in _REGISTRY:
+        raise RooflabError(f"variant {variant.name!r} is registered twice",
+                           "give each variant one registration in its family module")
     _REGISTRY[variant.name] = variant
     return variant
 
 
 def _load() -> None:
+    """Import every module of rooflab.families once (each registers its variants)."""
     global _LOADED
-    if not _LOADED:
-        _LOADED = True
-        from . import cpu_variants  # noqa: F401  (registers the CPU kernels)
-        from .cuda import variants  # noqa: F401  (registers CUDA kernels; imports no cupy)
+    if _LOADED:
+        return
+    _LOADED = True
+    pkg = importlib.import_module(__package__ + ".families")  # the package, not the function below
+
+    for mod in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+        importlib.import_module(mod.name)
 
 
-def list_variants(family: str | None = None, device: str | None = None) -> list[Variant]:
-    """Variants in registration order, optionally filtered by family and device."""
+def list_variants(family: str | None = None, device: str | None = None, op: str | None = None) -> list[Variant]:
+    """Variants in registration order, optionally filtered by family, device and model op."""
     _load()
     return [v for v in _REGISTRY.values()
-            if (family is None or v.family == family) and (device is None or v.device == device)]
+            if (family is None or v.family == family) and (device is None or v.device == device)
+            and (op is None or v.op == op)]
 
 
 def get_variant(name: str) -> Variant:
@@ -102,5 +134,23 @@ def get_variant(name: str) -> Variant:
         raise RooflabError(f"unknown kernel variant {name!r}", f"use one of: {known}") from None
 
 
-def families(device: str | None = None) -> list[str]:
+def library_variant(family: str, device: str, op: str | None = None) -> Variant | None:
+    """Variant 0 of a family (of one op of it) on a device: what "% of the library" divides by."""
+    for v in list_variants(family, device, op):
+        if v.library:
+            return v
+    return None
+
+
+def list_families(device: str | None = None) -> list[str]:
     return sorted({v.family for v in list_variants(device=device)})
+
+
+def check_cases(cases: list[Case]) -> list[Case]:
+    """Refuse a suite that names an unknown variant, before anything is measured."""
+    _load()
+    unknown = sorted({c.variant for c in cases if c.variant not in _REGISTRY})
+    if unknown:
+        raise RooflabError(f"suite names unknown variant(s): {', '.join(unknown)}",
+                           "register them in their family module or fix the suite")
+    return cases

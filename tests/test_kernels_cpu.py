@@ -19,7 +19,7 @@ def test_registry_lists_families_and_devices():
         assert n in names
     assert [v.name for v in rooflab.list_variants(family="stream", device="cpu")] == [
         "cpu.stream.read", "cpu.stream.copy", "cpu.stream.triad", "cpu.stream.update"]
-    assert "stream" in rooflab.families("cpu")
+    assert "stream" in rooflab.list_families("cpu")
     assert {v.device for v in rooflab.list_variants(family="stream")} == {"cpu", "cuda"}
     with pytest.raises(rooflab.RooflabError, match="unknown kernel variant"):
         rooflab.get_variant("cpu.nope")

@@ -1,0 +1,21 @@
+"""What the asv suite measures (benchmarks/ reads these).
+
+APPEND ONLY: asv keys results by parameter value, so removing or changing an entry orphans that
+benchmark's history across commits.
+"""
+BENCH_PARAMS = {
+    "stream_kernels": ["read", "copy", "triad", "update"],
+    "stream_bytes": [32 << 10, 1 << 20, 64 << 20, 512 << 20],
+    "stream_bytes_quick": [32 << 10, 1 << 20, 64 << 20],
+    "fma_dtypes": ["float64", "float32"],
+    "fma_config": (64, 8),
+    "intensity_K_passes": [(1, 1), (8, 1), (32, 4), (32, 64)],
+    "model_ops": [
+        ("bert-base", "layer0.intermediate (FFN1)"),
+        ("bert-base", "layer0.softmax"),
+        ("bert-base", "layer0.attention.LayerNorm"),
+        ("gpt2-decode", "h0.mlp.c_fc"),
+        ("resnet50", "layer1.0.conv2"),
+    ],
+    "gpu_stream_bytes": [256 << 20, 2 << 30],
+}
