@@ -5,6 +5,7 @@ touching, compiling, verifying) is done once per process and cached here; the ti
 launch kernels. A kernel that fails verification raises in setup, so asv reports the benchmark
 as failed instead of a number. Nothing here touches CUDA at import time.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,7 +40,7 @@ def require_gpu():
     try:
         from rooflab.cuda import backend
     except ImportError:
-        raise NotImplementedError("this rooflab has no CUDA backend")
+        raise NotImplementedError("this rooflab has no CUDA backend") from None
     ok, why = backend.probe()
     if not ok:
         raise NotImplementedError(why)

@@ -2,15 +2,17 @@
 
 time_fma: seconds per call (~1e9 FLOP); track_gflops: GFLOP/s, higher is better.
 """
+
 import numpy as np
 
 from ._common import bench_params, prepared, thread_counts
 
 
 def _build_fma(dtype, threads):
+    from rooflab.kernels.cpu import ert
+
     import rooflab
     from rooflab import machine
-    from rooflab.kernels.cpu import ert
     from rooflab.runner import Runner, Settings
 
     K, S = bench_params("fma_config", (64, 8))
@@ -50,8 +52,9 @@ class FmaPeakCPU:
 
 
 def _build_sweep(K, passes):
-    import rooflab
     from rooflab.kernels.cpu import ert, stream
+
+    import rooflab
     from rooflab.memory import aligned_empty
     from rooflab.runner import Runner, Settings
     from rooflab.threads import max_threads

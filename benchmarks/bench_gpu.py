@@ -3,6 +3,7 @@
 time_*: host wall time including a synchronize (seconds, the regression signal);
 track_*: GB/s and GFLOP/s from CUDA events (higher is better).
 """
+
 from ._common import bench_params, prepared, require_gpu
 
 
@@ -32,8 +33,9 @@ class StreamGPU:
     def setup(self, kernel, nbytes):
         require_gpu()
         k = {"read": 1, "copy": 2, "triad": 3}[kernel]
-        self.v, self.inputs, self.p = prepared(("gstream", kernel, nbytes),
-                                               lambda: _verified(f"cuda.stream.{kernel}", nbytes // 8 // k))
+        self.v, self.inputs, self.p = prepared(
+            ("gstream", kernel, nbytes), lambda: _verified(f"cuda.stream.{kernel}", nbytes // 8 // k)
+        )
 
     def time_kernel(self, kernel, nbytes):
         self.v.kernel(*self.inputs, **self.p)

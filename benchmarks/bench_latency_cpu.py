@@ -3,6 +3,7 @@
 time_*: seconds for 1000 calls (regression signal). track_*_seconds: median seconds per call from
 rooflab's own timer (unit "seconds": asv formats it, lower is better).
 """
+
 import numpy as np
 
 from ._common import prepared, thread_counts
@@ -25,7 +26,11 @@ def _ops():
     from rooflab.kernels.cpu import latency
 
     a, b, c = u_in
-    return {"empty": latency.empty, "ufunc": lambda: np.add(a, b, out=c), "fork_join": lambda: latency.fork_join(f_in[0])}
+    return {
+        "empty": latency.empty,
+        "ufunc": lambda: np.add(a, b, out=c),
+        "fork_join": lambda: latency.fork_join(f_in[0]),
+    }
 
 
 class Dispatch:

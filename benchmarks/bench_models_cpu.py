@@ -1,4 +1,5 @@
 """Real model ops on the CPU through numpy/BLAS (the framework path), one per kind of bottleneck."""
+
 from ._common import bench_params, prepared, thread_counts
 
 

@@ -8,8 +8,9 @@ from ._common import QUICK, bench_params, prepared, thread_counts
 
 
 def _build(kernel, nbytes, threads):
-    import rooflab
     from rooflab.kernels.cpu import stream
+
+    import rooflab
     from rooflab.memory import aligned_empty
     from rooflab.runner import Runner, Settings
 
@@ -18,7 +19,7 @@ def _build(kernel, nbytes, threads):
     buf = aligned_empty(nbytes // 8)
     stream.fill_pattern(buf, threads)
     part = buf.size // k // 16 * 16
-    inputs = tuple(buf[i * part:(i + 1) * part] for i in range(k))
+    inputs = tuple(buf[i * part : (i + 1) * part] for i in range(k))
     vparams = v.params(s=2.0) if kernel == "update" else v.params()  # s=1 would let a no-op pass
     Runner(Settings(probe_clock=False)).verify(v, inputs, vparams, threads)  # raises if wrong
     reps = max(1, (64 << 20) // nbytes)
@@ -26,9 +27,11 @@ def _build(kernel, nbytes, threads):
 
 
 class StreamCPU:
-    params = (bench_params("stream_kernels", ["read", "copy", "triad"]),
-              bench_params("stream_bytes_quick" if QUICK else "stream_bytes", [32 << 10, 1 << 20, 64 << 20]),
-              thread_counts())
+    params = (
+        bench_params("stream_kernels", ["read", "copy", "triad"]),
+        bench_params("stream_bytes_quick" if QUICK else "stream_bytes", [32 << 10, 1 << 20, 64 << 20]),
+        thread_counts(),
+    )
     param_names = ["kernel", "bytes", "threads"]
     timeout = 600
 
@@ -36,8 +39,9 @@ class StreamCPU:
         import numba
 
         numba.set_num_threads(threads)
-        self.v, self.inputs, self.reps, _ = prepared(("stream", kernel, nbytes, threads),
-                                                     lambda: _build(kernel, nbytes, threads))
+        self.v, self.inputs, self.reps, _ = prepared(
+            ("stream", kernel, nbytes, threads), lambda: _build(kernel, nbytes, threads)
+        )
 
     def time_kernel(self, kernel, nbytes, threads):
         self.v.kernel(*self.inputs, reps=self.reps, threads=threads)

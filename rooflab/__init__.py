@@ -6,11 +6,21 @@
 
 See README.md for the CLI (`rooflab info | run | plot | place | compare | report`).
 """
+
 from . import _numba_env  # noqa: F401  (must run before numba is imported)
 from .errors import DeviceUnavailable, RooflabError, VerificationError
 from .registry import Variant, get_variant, list_families, list_variants
 from .work import Work
 
 __version__ = "0.1.0"
-__all__ = ["list_variants", "get_variant", "list_families", "Variant", "Work", "RooflabError",
-           "VerificationError", "DeviceUnavailable", "__version__"]
+__all__ = [
+    "list_variants",
+    "get_variant",
+    "list_families",
+    "Variant",
+    "Work",
+    "RooflabError",
+    "VerificationError",
+    "DeviceUnavailable",
+    "__version__",
+]

@@ -10,6 +10,7 @@ them and recorded in every result: passive waiting would make each parallel regi
 here instead of a few, and that is a property of the user's configuration to be measured, not
 hidden. Suites that alternate numba-parallel and BLAS calls pause between the two instead.
 """
+
 from __future__ import annotations
 
 import os

@@ -3,6 +3,7 @@
 APPEND ONLY: asv keys results by parameter value, so removing or changing an entry orphans that
 benchmark's history across commits.
 """
+
 BENCH_PARAMS = {
     "stream_kernels": ["read", "copy", "triad", "update"],
     "stream_bytes": [32 << 10, 1 << 20, 64 << 20, 512 << 20],

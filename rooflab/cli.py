@@ -4,6 +4,7 @@ Every user mistake (unknown device, too many threads, a foreign or broken result
 larger than free memory) ends in one line on stderr naming the problem and the fix, exit status 2,
 and nothing already written is lost.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="rooflab", description="Measure the empirical roofline of this machine and place "
-                                             "real model operations on it.")
+    p = _Parser(
+        prog="rooflab",
+        description="Measure the empirical roofline of this machine and place real model operations on it.",
+    )
     p.add_argument("--version", action="version", version=f"rooflab {_version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
@@ -29,20 +32,37 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="measure ceilings (and model ops) and write a result file + plots")
     r.add_argument("--device", default="cpu", help="cpu (default), cuda, or all")
-    r.add_argument("--gpu", type=int, default=0, metavar="INDEX", help="CUDA device index for --device cuda (default 0)")
+    r.add_argument(
+        "--gpu", type=int, default=0, metavar="INDEX", help="CUDA device index for --device cuda (default 0)"
+    )
     r.add_argument("--suite", default="ceilings", help="comma-separated: ceilings (default), models")
     r.add_argument("--quick", action="store_true", help="smaller budgets and sweeps (~1 min on 2 cores)")
     r.add_argument("--threads", type=int, default=None, help="threads for the all-core figures (default: all cores)")
     r.add_argument("--out", default="results", help="results directory (default: results/)")
-    r.add_argument("--max-working-set", default=None, metavar="SIZE",
-                   help="largest bandwidth-sweep working set, e.g. 64M or 2G (default: 4x the LLC)")
-    r.add_argument("--budget", type=float, default=None, metavar="SECONDS",
-                   help="time budget per measurement (default 0.3, --quick 0.08)")
+    r.add_argument(
+        "--max-working-set",
+        default=None,
+        metavar="SIZE",
+        help="largest bandwidth-sweep working set, e.g. 64M or 2G (default: 4x the LLC)",
+    )
+    r.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="time budget per measurement (default 0.3, --quick 0.08)",
+    )
     r.add_argument("--model", default=None, help="models suite: resnet50, bert-base, gpt2 (default: all)")
-    r.add_argument("--batch", type=int, default=None, help="models suite: batch size (default: ResNet-50 at 1 and 32, BERT at 1)")
+    r.add_argument(
+        "--batch", type=int, default=None, help="models suite: batch size (default: ResNet-50 at 1 and 32, BERT at 1)"
+    )
     r.add_argument("--seq", type=int, default=None, help="models suite: sequence length for BERT / GPT-2 prefill")
-    r.add_argument("--ceilings", default=None, metavar="RESULT.json",
-                   help="models suite: place ops on these ceilings (default: newest ceilings run here)")
+    r.add_argument(
+        "--ceilings",
+        default=None,
+        metavar="RESULT.json",
+        help="models suite: place ops on these ceilings (default: newest ceilings run here)",
+    )
     r.add_argument("--no-plot", action="store_true", help="do not write plots")
 
     pl = sub.add_parser("plot", help="roofline and bandwidth charts (PNG + SVG) from a result file")
@@ -51,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     pc = sub.add_parser("place", help="time user-supplied ops (OPS.json or MODEL.onnx) and place them on a roofline")
     pc.add_argument("ops", help="OPS.json (see README) or MODEL.onnx")
-    pc.add_argument("--ceilings", default=None, metavar="RESULT.json", help="ceilings to place on (default: newest here)")
+    pc.add_argument(
+        "--ceilings", default=None, metavar="RESULT.json", help="ceilings to place on (default: newest here)"
+    )
     pc.add_argument("--device", default="cpu")
     pc.add_argument("--threads", type=int, default=None)
     pc.add_argument("--out", default="results")

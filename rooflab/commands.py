@@ -1,4 +1,5 @@
 """What each CLI command does (argument parsing lives in cli.py)."""
+
 from __future__ import annotations
 
 import os
@@ -42,6 +43,7 @@ def _suites(text: str, device: str) -> list[str]:
 
 # ---- info --------------------------------------------------------------------------------------
 
+
 def cmd_info(args) -> int:
     from rich.table import Table
 
@@ -54,20 +56,28 @@ def cmd_info(args) -> int:
     c = _console()
     cpu = m["cpu"]
     c.print(f"[bold]{cpu['model']}[/bold]  (machine id [cyan]{m['id']}[/cyan], host {m['hostname']})")
-    c.print(f"  {cpu['physical_cores']} usable physical cores ({cpu['logical_cpus']} logical), "
-            f"{fmt_bytes(m['memory_bytes'] or 0)} memory, {m['os']}"
-            + (", virtual machine" if cpu.get("hypervisor") else ""))
+    c.print(
+        f"  {cpu['physical_cores']} usable physical cores ({cpu['logical_cpus']} logical), "
+        f"{fmt_bytes(m['memory_bytes'] or 0)} memory, {m['os']}"
+        + (", virtual machine" if cpu.get("hypervisor") else "")
+    )
     c.print(f"  SIMD: {' '.join(s for s in cpu['simd'] if not s.startswith('avx512_'))}")
     c.print(f"  vector code: {m['software']['vector_policy']}")
     for cache in cpu["caches"]:
         sharing = "private" if cache["private"] else f"shared by {cache['shared_by_cpus']} CPUs"
-        c.print(f"  {cache['name']} {cache['type'].lower()}: {fmt_bytes(cache['size_bytes'])} x {cache['instances']}"
-                f" ({sharing}, {cache['source']})")
-    c.print(f"  clock: nominal {cpu['nominal_ghz'] or 0:.3f} GHz ({cpu['nominal_ghz_source']}), "
-            f"measured {cpu.get('measured_ghz') or float('nan'):.3f} GHz (dependent-add chain)")
+        c.print(
+            f"  {cache['name']} {cache['type'].lower()}: {fmt_bytes(cache['size_bytes'])} x {cache['instances']}"
+            f" ({sharing}, {cache['source']})"
+        )
+    c.print(
+        f"  clock: nominal {cpu['nominal_ghz'] or 0:.3f} GHz ({cpu['nominal_ghz_source']}), "
+        f"measured {cpu.get('measured_ghz') or float('nan'):.3f} GHz (dependent-add chain)"
+    )
     fu = cpu["fma_units"]
-    c.print(f"  FMA units: {fu['pipes']} x {fu['width_bits']}-bit ({fu['source']}"
-            f"{'; assumed' if fu.get('assumed') else ''})")
+    c.print(
+        f"  FMA units: {fu['pipes']} x {fu['width_bits']}-bit ({fu['source']}"
+        f"{'; assumed' if fu.get('assumed') else ''})"
+    )
     t = Table(title="Theoretical peaks at the " + m["cpu"]["theoretical"]["clock_source"])
     for col in ("dtype", "threads", "GFLOP/s", "formula"):
         t.add_column(col)
@@ -83,10 +93,12 @@ def cmd_info(args) -> int:
     gpus = backend.describe_all()
     if gpus.get("devices"):
         for g in gpus["devices"]:
-            c.print(f"  GPU {g['index']}: {g['name']} (sm_{g['compute_capability']}, {g['sm_count']} SMs, "
-                    f"{fmt_bytes(g['memory_bytes'])}, L2 {fmt_bytes(g['l2_bytes'])}, max SM clock "
-                    f"{g['clock_ghz'] or 0:.3f} GHz, driver {g['driver_version']}, runtime {g['runtime_version']})",
-                    markup=False)
+            c.print(
+                f"  GPU {g['index']}: {g['name']} (sm_{g['compute_capability']}, {g['sm_count']} SMs, "
+                f"{fmt_bytes(g['memory_bytes'])}, L2 {fmt_bytes(g['l2_bytes'])}, max SM clock "
+                f"{g['clock_ghz'] or 0:.3f} GHz, driver {g['driver_version']}, runtime {g['runtime_version']})",
+                markup=False,
+            )
             theo = g["theoretical"]
             for p in theo["peaks"]:
                 c.print(f"    theoretical {p['dtype']}: {p['formula']}", markup=False)
@@ -98,6 +110,7 @@ def cmd_info(args) -> int:
 
 
 # ---- run ---------------------------------------------------------------------------------------
+
 
 def cmd_run(args) -> int:
     from . import machine
@@ -121,11 +134,18 @@ def cmd_run(args) -> int:
         max_ws = parse_size(args.max_working_set) if args.max_working_set else None
         out = Path(args.out)
         budget = args.budget if args.budget is not None else (0.08 if args.quick else 0.3)
-        settings = Settings(budget_s=budget, target_s=0.004 if args.quick else 0.01,
-                            max_attempts=2 if args.quick else 3)
+        settings = Settings(
+            budget_s=budget, target_s=0.004 if args.quick else 0.01, max_attempts=2 if args.quick else 3
+        )
         for suite in suites:
-            config = {"quick": args.quick, "threads": threads, "budget_s": budget,
-                      "max_working_set": max_ws, "suite": suite, "device": device}
+            config = {
+                "quick": args.quick,
+                "threads": threads,
+                "budget_s": budget,
+                "max_working_set": max_ws,
+                "suite": suite,
+                "device": device,
+            }
             desc = machine.describe()
             if device == "cuda":
                 from .cuda import backend
@@ -153,8 +173,7 @@ def cmd_run(args) -> int:
             if not args.no_plot:
                 from . import plots
 
-                files = plots.all_plots(writer.data, writer.path.with_suffix(""),
-                                        ops=writer.data.get("ops_placed"))
+                files = plots.all_plots(writer.data, writer.path.with_suffix(""), ops=writer.data.get("ops_placed"))
             if suite == "ceilings":
                 _summary(writer.data)
                 _agreement(writer, out)
@@ -173,8 +192,7 @@ def _run_suite(suite, device, runner, writer, args, threads, max_ws, progress):
     if device == "cpu" and suite == "ceilings":
         from .suite_ceilings import Plan, run
 
-        plan = Plan(threads_all=threads, quick=args.quick, max_ws=max_ws,
-                    sweep_factor=4.0 if args.quick else 2 ** 0.5)
+        plan = Plan(threads_all=threads, quick=args.quick, max_ws=max_ws, sweep_factor=4.0 if args.quick else 2**0.5)
         run(runner, writer, plan, progress)
     elif device == "cuda" and suite == "ceilings":
         from .cuda import suite as gpu_suite
@@ -183,9 +201,18 @@ def _run_suite(suite, device, runner, writer, args, threads, max_ws, progress):
     elif suite == "models":
         from .models import measure
 
-        measure.run_suite(writer, device=device, quick=args.quick, threads=threads, progress=progress,
-                          model=args.model, batch=args.batch, seq=args.seq, ceilings_path=args.ceilings,
-                          out_dir=Path(args.out))
+        measure.run_suite(
+            writer,
+            device=device,
+            quick=args.quick,
+            threads=threads,
+            progress=progress,
+            model=args.model,
+            batch=args.batch,
+            seq=args.seq,
+            ceilings_path=args.ceilings,
+            out_dir=Path(args.out),
+        )
     else:  # pragma: no cover - guarded by _suites
         raise RooflabError(f"suite {suite!r} is not available on {device}")
 
@@ -230,19 +257,25 @@ def _agreement(writer, out: Path) -> None:
         return
     rows = compare_ceilings([old, data])
     worst = [r for r in rows if r["ratios"][-1] is not None and abs(r["ratios"][-1] - 1) > AGREEMENT]
-    data["agreement"] = {"previous": str(prev[-1]), "tolerance": AGREEMENT,
-                         "disagreeing": [{"name": r["name"], "ratio": r["ratios"][-1]} for r in worst],
-                         "compared": len(rows)}
+    data["agreement"] = {
+        "previous": str(prev[-1]),
+        "tolerance": AGREEMENT,
+        "disagreeing": [{"name": r["name"], "ratio": r["ratios"][-1]} for r in worst],
+        "compared": len(rows),
+    }
     writer.save()
     if worst:
         names = ", ".join(f"{r['name']} ({r['ratios'][-1] - 1:+.0%})" for r in worst[:6])
-        print(f"noisy: {len(worst)} of {len(rows)} ceilings differ by more than {AGREEMENT:.0%} from "
-              f"{prev[-1].name}: {names}")
+        print(
+            f"noisy: {len(worst)} of {len(rows)} ceilings differ by more than {AGREEMENT:.0%} from "
+            f"{prev[-1].name}: {names}"
+        )
     else:
         print(f"consistent: all {len(rows)} ceilings within {AGREEMENT:.0%} of {prev[-1].name}")
 
 
 # ---- plot --------------------------------------------------------------------------------------
+
 
 def cmd_plot(args) -> int:
     from . import plots
@@ -261,8 +294,16 @@ def cmd_plot(args) -> int:
 
 # ---- compare -----------------------------------------------------------------------------------
 
+
 def _key(c: dict) -> tuple:
-    return (c["kind"], c.get("level"), c.get("dtype"), c["threads"], c.get("kernel") if c["kind"] != "compute" else None, c["name"])
+    return (
+        c["kind"],
+        c.get("level"),
+        c.get("dtype"),
+        c["threads"],
+        c.get("kernel") if c["kind"] != "compute" else None,
+        c["name"],
+    )
 
 
 def compare_ceilings(results: list[dict]) -> list[dict]:
@@ -273,8 +314,16 @@ def compare_ceilings(results: list[dict]) -> list[dict]:
     for k, c in base.items():
         vals = [c["value"]] + [o[k]["value"] if k in o else None for o in others]
         ratios = [None if v is None or not c["value"] else v / c["value"] for v in vals[1:]]
-        rows.append({"name": c["name"], "kind": c["kind"], "unit": c["unit"], "values": vals,
-                     "ratios": ratios, "lower_is_better": c["kind"] == "latency"})
+        rows.append(
+            {
+                "name": c["name"],
+                "kind": c["kind"],
+                "unit": c["unit"],
+                "values": vals,
+                "ratios": ratios,
+                "lower_is_better": c["kind"] == "latency",
+            }
+        )
     return rows
 
 
@@ -319,6 +368,7 @@ def cmd_compare(args) -> int:
 
 
 # ---- place / report (model ops and HTML pages) -------------------------------------------------
+
 
 def cmd_place(args) -> int:
     from .models import place

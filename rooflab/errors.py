@@ -1,4 +1,5 @@
 """Errors a user can act on: each carries a one-line message and the fix."""
+
 from __future__ import annotations
 
 

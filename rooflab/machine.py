@@ -10,6 +10,7 @@ are microarchitecture facts the OS does not expose (how many FMA pipes, how wide
 clock (kernels/cpu/clock.py), not the nominal one: on turbo-capable cores the nominal clock
 understates the peak and makes good kernels look like 110-120% of "peak".
 """
+
 from __future__ import annotations
 
 import functools
@@ -77,24 +78,28 @@ def read_caches(root: Path = SYSFS_CPU, cpus: list[int] | None = None) -> list[d
             level = int(_read(idx / "level") or 0)
             size = parse_size_kib(_read(idx / "size") or "0")
             shared = _read(idx / "shared_cpu_list") or str(cpu)
-            entry = levels.setdefault(level, {"level": level, "type": ctype, "size_bytes": size,
-                                              "instances": set(), "shared_cpu_lists": set()})
+            entry = levels.setdefault(
+                level,
+                {"level": level, "type": ctype, "size_bytes": size, "instances": set(), "shared_cpu_lists": set()},
+            )
             entry["instances"].add(shared)
             entry["shared_cpu_lists"].add(shared)
     out = []
     for level in sorted(levels):
         e = levels[level]
         shared_by = max(len(parse_cpu_list(s)) for s in e["shared_cpu_lists"])
-        out.append({
-            "level": level,
-            "name": f"L{level}",
-            "type": e["type"],
-            "size_bytes": e["size_bytes"],
-            "instances": len(e["instances"]),
-            "shared_by_cpus": shared_by,
-            "private": shared_by == 1,
-            "source": "sysfs",
-        })
+        out.append(
+            {
+                "level": level,
+                "name": f"L{level}",
+                "type": e["type"],
+                "size_bytes": e["size_bytes"],
+                "instances": len(e["instances"]),
+                "shared_by_cpus": shared_by,
+                "private": shared_by == 1,
+                "source": "sysfs",
+            }
+        )
     return out
 
 
@@ -118,26 +123,46 @@ def fma_units(vendor: str, family: int | None, model: int | None, flags: set[str
     v = (vendor or "").lower()
     if "amd" in v:
         if family == 0x1A:
-            return {"pipes": 2, "width_bits": 512 if has512 else 256, "assumed": False,
-                    "source": "AMD Zen 5: 2 FMA pipes, 512-bit datapath (Software Optimization Guide)"}
+            return {
+                "pipes": 2,
+                "width_bits": 512 if has512 else 256,
+                "assumed": False,
+                "source": "AMD Zen 5: 2 FMA pipes, 512-bit datapath (Software Optimization Guide)",
+            }
         if family == 0x19:
-            return {"pipes": 2, "width_bits": 256, "assumed": False,
-                    "source": "AMD Zen 3/4: 2 FMA pipes of 256 bits (Zen 4 runs AVX-512 on them)"}
+            return {
+                "pipes": 2,
+                "width_bits": 256,
+                "assumed": False,
+                "source": "AMD Zen 3/4: 2 FMA pipes of 256 bits (Zen 4 runs AVX-512 on them)",
+            }
         if family == 0x17:
             if model is not None and model >= 0x30:
                 return {"pipes": 2, "width_bits": 256, "assumed": False, "source": "AMD Zen 2: 2 x 256-bit FMA"}
             return {"pipes": 2, "width_bits": 128, "assumed": False, "source": "AMD Zen/Zen+: 2 x 128-bit FMA"}
     if "intel" in v:
         if has512:
-            return {"pipes": 2, "width_bits": 512, "assumed": True,
-                    "source": "Intel AVX-512 server core: 2 x 512-bit FMA (ports 0+1 fused and port 5); "
-                              "some Xeon Silver/Bronze and client parts have 1"}
+            return {
+                "pipes": 2,
+                "width_bits": 512,
+                "assumed": True,
+                "source": "Intel AVX-512 server core: 2 x 512-bit FMA (ports 0+1 fused and port 5); "
+                "some Xeon Silver/Bronze and client parts have 1",
+            }
         if has256:
-            return {"pipes": 2, "width_bits": 256, "assumed": False,
-                    "source": "Intel Haswell and later: 2 x 256-bit FMA (ports 0 and 1)"}
+            return {
+                "pipes": 2,
+                "width_bits": 256,
+                "assumed": False,
+                "source": "Intel Haswell and later: 2 x 256-bit FMA (ports 0 and 1)",
+            }
     if "aarch64" in platform.machine().lower() or "arm" in v:
-        return {"pipes": None, "width_bits": None, "assumed": True,
-                "source": "Arm core: FMA pipe count not known to rooflab"}
+        return {
+            "pipes": None,
+            "width_bits": None,
+            "assumed": True,
+            "source": "Arm core: FMA pipe count not known to rooflab",
+        }
     if has256:
         return {"pipes": 2, "width_bits": 256, "assumed": True, "source": "AVX2+FMA x86 core, assumed 2 pipes"}
     return {"pipes": None, "width_bits": None, "assumed": True, "source": "unknown microarchitecture"}
@@ -154,7 +179,7 @@ def theoretical_peak(cores: int, ghz: float, units: dict, itemsize: int) -> dict
         "gflops": value,
         "flop_per_cycle_per_core": per_cycle,
         "formula": f"{cores} cores x {ghz:.3f} GHz x {units['pipes']} FMA pipes x {lanes} lanes x 2 "
-                   f"= {value:.1f} GFLOP/s",
+        f"= {value:.1f} GFLOP/s",
         "assumed_units": units.get("assumed", True),
     }
 
@@ -195,12 +220,16 @@ def git_commit() -> dict:
         return {"commit": env, "dirty": None, "source": "ROOFLAB_COMMIT"}
     here = Path(__file__).resolve().parent.parent
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
-                                text=True, timeout=5)
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
         if commit.returncode != 0:
             return {"commit": None, "dirty": None, "source": "not a git checkout"}
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                               capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
         return {"commit": commit.stdout.strip(), "dirty": bool(dirty.stdout.strip()), "source": "git"}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None, "source": "git not available"}
@@ -209,8 +238,11 @@ def git_commit() -> dict:
 def software_versions() -> dict:
     import numpy
 
-    out = {"python": platform.python_version(), "python_impl": platform.python_implementation(),
-           "numpy": numpy.__version__}
+    out = {
+        "python": platform.python_version(),
+        "python_impl": platform.python_implementation(),
+        "numpy": numpy.__version__,
+    }
     try:
         import llvmlite
         import numba
@@ -223,17 +255,21 @@ def software_versions() -> dict:
     try:
         from threadpoolctl import threadpool_info
 
-        out["blas"] = [{k: d.get(k) for k in ("internal_api", "version", "architecture",
-                                              "threading_layer", "num_threads")}
-                       for d in threadpool_info() if d.get("user_api") == "blas"]
+        out["blas"] = [
+            {k: d.get(k) for k in ("internal_api", "version", "architecture", "threading_layer", "num_threads")}
+            for d in threadpool_info()
+            if d.get("user_api") == "blas"
+        ]
     except Exception:  # pragma: no cover
         out["blas"] = []
     from . import _numba_env
 
     out["vector_policy"] = _numba_env.VECTOR_NOTE
-    out["env"] = {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT",
-                                                  "OPENBLAS_CORETYPE", "OMP_NUM_THREADS")
-                  if os.environ.get(k) is not None}
+    out["env"] = {
+        k: os.environ.get(k)
+        for k in ("OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT", "OPENBLAS_CORETYPE", "OMP_NUM_THREADS")
+        if os.environ.get(k) is not None
+    }
     return out
 
 
@@ -255,8 +291,9 @@ def describe_cpu() -> dict:
     units = fma_units(vendor, family, model, flags)
     nominal, nominal_src = _nominal_ghz(info)
     cores = physical_cores(cpus=cpus)
-    simd = sorted(f for f in flags if f in ("sse4_2", "avx", "avx2", "fma") or f.startswith("avx512")
-                  or f.startswith("amx"))
+    simd = sorted(
+        f for f in flags if f in ("sse4_2", "avx", "avx2", "fma") or f.startswith("avx512") or f.startswith("amx")
+    )
     brand = info.get("brand_raw") or platform.processor() or platform.machine()
     return {
         "model": brand,

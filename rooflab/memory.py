@@ -4,6 +4,7 @@ Bandwidth kernels need arrays that start on a cache line: a 64 B vector load tha
 lines is two loads, and numpy only guarantees 16 B. Page alignment also keeps runs comparable
 (the same offset into every page, whatever malloc returned).
 """
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,7 @@ def aligned_empty(n: int, dtype=np.float64, align: int = PAGE) -> np.ndarray:
     dtype = np.dtype(dtype)
     raw = np.empty(n * dtype.itemsize + align, dtype=np.uint8)
     offset = (-raw.ctypes.data) % align
-    return raw[offset:offset + n * dtype.itemsize].view(dtype)
+    return raw[offset : offset + n * dtype.itemsize].view(dtype)
 
 
 def meminfo(key: str) -> int | None:
@@ -52,7 +53,8 @@ def require_fits(nbytes: int, what: str, headroom: float = 0.8) -> None:
     if avail is not None and nbytes > headroom * avail:
         raise RooflabError(
             f"{what} needs {fmt_bytes(nbytes)} but only {fmt_bytes(avail)} of memory is free",
-            "pass a smaller --max-working-set (e.g. --max-working-set 1G) or free memory")
+            "pass a smaller --max-working-set (e.g. --max-working-set 1G) or free memory",
+        )
 
 
 def fmt_bytes(n: float) -> str:

@@ -7,6 +7,7 @@
              each level's window and where its plateau really ends
 PNG (150 dpi) and SVG side by side, so the figures drop into a paper or a README.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,10 +22,23 @@ import numpy as np  # noqa: E402
 from .memory import fmt_bytes  # noqa: E402
 from .roofline import Roofline  # noqa: E402
 
-LEVEL_COLORS = {"L1": "#1b9e77", "L2": "#7570b3", "L3": "#e7298a", "L4": "#a6761d", "DRAM": "#d95f02",
-                "HBM": "#d95f02", "shared": "#1b9e77", "host": "#666666"}
-DTYPE_COLORS = {"float64": "#222222", "float32": "#377eb8", "float16": "#4daf4a", "bfloat16": "#984ea3",
-                "tf32": "#ff7f00"}
+LEVEL_COLORS = {
+    "L1": "#1b9e77",
+    "L2": "#7570b3",
+    "L3": "#e7298a",
+    "L4": "#a6761d",
+    "DRAM": "#d95f02",
+    "HBM": "#d95f02",
+    "shared": "#1b9e77",
+    "host": "#666666",
+}
+DTYPE_COLORS = {
+    "float64": "#222222",
+    "float32": "#377eb8",
+    "float16": "#4daf4a",
+    "bfloat16": "#984ea3",
+    "tf32": "#ff7f00",
+}
 CLASS_COLORS = {"compute-bound": "#e41a1c", "memory-bound": "#377eb8", "latency-bound": "#999999"}
 KERNEL_STYLE = {"read": "-o", "copy": "-s", "triad": "-^", "update": "-D"}
 
@@ -47,8 +61,9 @@ def _save(fig, path: Path) -> list[Path]:
     return outs
 
 
-def roofline(result: dict, out: Path, threads: list[int] | None = None, ops: list[dict] | None = None,
-             label_top: int = 6) -> list[Path]:
+def roofline(
+    result: dict, out: Path, threads: list[int] | None = None, ops: list[dict] | None = None, label_top: int = 6
+) -> list[Path]:
     """Roofline chart; one panel per thread count (CPU) or one panel (GPU)."""
     rf = Roofline(result)
     counts = threads or rf.thread_counts() or [1]
@@ -75,8 +90,15 @@ def _panel(ax, result, rf: Roofline, threads, xmin, xmax, ops, label_top):
         ax.plot(xs, y, color=color, lw=1.6)
         ymin = min(ymin or y[0], y[0])
         xl = xmin * 1.6
-        ax.text(xl, xl * c["value"] * 1.15, f"{c['level']} {c['value']:.3g} GB/s ({c['kernel']})",
-                color=color, fontsize=7.5, va="bottom", bbox={"fc": "white", "ec": "none", "alpha": 0.7, "pad": 0.5})
+        ax.text(
+            xl,
+            xl * c["value"] * 1.15,
+            f"{c['level']} {c['value']:.3g} GB/s ({c['kernel']})",
+            color=color,
+            fontsize=7.5,
+            va="bottom",
+            bbox={"fc": "white", "ec": "none", "alpha": 0.7, "pad": 0.5},
+        )
     fastest = max((c["value"] for c in roofs), default=None)
     label_y = None
     for c in sorted(peaks, key=lambda c: -c["value"]):
@@ -87,21 +109,43 @@ def _panel(ax, result, rf: Roofline, threads, xmin, xmax, ops, label_top):
         if label_y is not None and y > label_y / 1.4:  # peaks close together: stack their labels
             y = label_y / 1.4
         label_y = y
-        ax.text(xmax / 1.05, y,
-                f"{c['name'].split(',')[0]} {c['value']:.4g} GFLOP/s"
-                + (f" ({c['fraction_of_theoretical']:.0%} of theor.)" if c.get("fraction_of_theoretical") else ""),
-                color=color, fontsize=8, ha="right", va="top")
+        ax.text(
+            xmax / 1.05,
+            y,
+            f"{c['name'].split(',')[0]} {c['value']:.4g} GFLOP/s"
+            + (f" ({c['fraction_of_theoretical']:.0%} of theor.)" if c.get("fraction_of_theoretical") else ""),
+            color=color,
+            fontsize=8,
+            ha="right",
+            va="top",
+        )
     theo = [p for p in _theoretical(result) if p["threads"] == threads]
     for p in theo:
         color = DTYPE_COLORS.get(p["dtype"], "#222222")
         ax.axhline(p["gflops"], color=color, ls="--", lw=0.9, alpha=0.7)
-        ax.text(xmin * 1.05, p["gflops"] * 1.04, f"theoretical {p['dtype']}: {p['formula']}",
-                color=color, fontsize=6.5, alpha=0.85)
-    pts = [p for p in result.get("sweeps", {}).get("intensity", []) if p.get("threads") == threads
-           and p.get("gflops") and p.get("status", "ok") == "ok"]
+        ax.text(
+            xmin * 1.05,
+            p["gflops"] * 1.04,
+            f"theoretical {p['dtype']}: {p['formula']}",
+            color=color,
+            fontsize=6.5,
+            alpha=0.85,
+        )
+    pts = [
+        p
+        for p in result.get("sweeps", {}).get("intensity", [])
+        if p.get("threads") == threads and p.get("gflops") and p.get("status", "ok") == "ok"
+    ]
     if pts:
-        ax.scatter([p["flops_per_byte"] for p in pts], [p["gflops"]["median"] for p in pts], marker="x",
-                   color="black", s=28, zorder=5, label="intensity sweep (fp64, DRAM-sized)")
+        ax.scatter(
+            [p["flops_per_byte"] for p in pts],
+            [p["gflops"]["median"] for p in pts],
+            marker="x",
+            color="black",
+            s=28,
+            zorder=5,
+            label="intensity sweep (fp64, DRAM-sized)",
+        )
         for p in pts:
             lo, hi = p["gflops"]["p20"], p["gflops"]["p80"]
             ax.plot([p["flops_per_byte"]] * 2, [lo, hi], color="black", lw=0.8)
@@ -115,8 +159,9 @@ def _panel(ax, result, rf: Roofline, threads, xmin, xmax, ops, label_top):
     ax.set_xlabel("arithmetic intensity [FLOP/byte]")
     ax.set_ylabel("performance [GFLOP/s]")
     _plain_y(ax)
-    ax.set_title(f"{threads} thread{'s' if threads > 1 else ''}" if result.get("device") != "cuda"
-                 else "GPU", fontsize=10)
+    ax.set_title(
+        f"{threads} thread{'s' if threads > 1 else ''}" if result.get("device") != "cuda" else "GPU", fontsize=10
+    )
     ax.grid(True, which="major", alpha=0.3)
     if pts or ops:
         ax.legend(loc="lower right", fontsize=7.5)
@@ -149,55 +194,108 @@ def _ops(ax, ops: list[dict], label_top: int):
         sel = [o for o in ops if o.get("class") == cls and o.get("achieved_gflops")]
         if not sel:
             continue
-        ax.scatter([o["intensity"] for o in sel], [o["achieved_gflops"] for o in sel],
-                   s=[20 + 400 * o.get("total_time_s", 0) / total for o in sel], color=color,
-                   alpha=0.65, edgecolors="black", linewidths=0.4, label=cls, zorder=6)
+        ax.scatter(
+            [o["intensity"] for o in sel],
+            [o["achieved_gflops"] for o in sel],
+            s=[20 + 400 * o.get("total_time_s", 0) / total for o in sel],
+            color=color,
+            alpha=0.65,
+            edgecolors="black",
+            linewidths=0.4,
+            label=cls,
+            zorder=6,
+        )
     heavy = sorted((o for o in ops if o.get("achieved_gflops")), key=lambda o: -o.get("total_time_s", 0))
     for o in heavy[:label_top]:
-        ax.annotate(o["name"], (o["intensity"], o["achieved_gflops"]), fontsize=6.5,
-                    xytext=(4, 4), textcoords="offset points", zorder=7)
+        ax.annotate(
+            o["name"],
+            (o["intensity"], o["achieved_gflops"]),
+            fontsize=6.5,
+            xytext=(4, 4),
+            textcoords="offset points",
+            zorder=7,
+        )
 
 
 def bandwidth(result: dict, out: Path) -> list[Path]:
     """Staircase chart, one panel per thread count."""
-    pts = [p for p in result.get("sweeps", {}).get("bandwidth", []) if p.get("gbps")
-           and p.get("status", "ok") == "ok"]
+    pts = [p for p in result.get("sweeps", {}).get("bandwidth", []) if p.get("gbps") and p.get("status", "ok") == "ok"]
     counts = sorted({p["threads"] for p in pts}) or [1]
     fig, axes = plt.subplots(1, len(counts), figsize=(7.5 * len(counts), 4.8), squeeze=False)
     ceilings = result.get("ceilings", [])
     if result.get("device") == "cuda":  # the GPU's L2 is the level that matters on a device sweep
         gpu = result["machine"].get("gpu", {})
-        caches = [{"name": "L2", "size_bytes": gpu.get("l2_bytes") or 0, "private": False, "instances": 1,
-                   "shared_by_cpus": 1}] if gpu.get("l2_bytes") else []
+        caches = (
+            [
+                {
+                    "name": "L2",
+                    "size_bytes": gpu.get("l2_bytes") or 0,
+                    "private": False,
+                    "instances": 1,
+                    "shared_by_cpus": 1,
+                }
+            ]
+            if gpu.get("l2_bytes")
+            else []
+        )
     else:
         caches = result["machine"].get("cpu", {}).get("caches", [])
     from .roofline import capacity
 
     for ax, t in zip(axes[0], counts):
         for kernel in sorted({p["kernel"] for p in pts}):
-            sel = sorted((p for p in pts if p["threads"] == t and p["kernel"] == kernel),
-                         key=lambda p: p["working_set_bytes"])
+            sel = sorted(
+                (p for p in pts if p["threads"] == t and p["kernel"] == kernel), key=lambda p: p["working_set_bytes"]
+            )
             xs = [p["working_set_bytes"] for p in sel]
             ys = [p["gbps"]["median"] for p in sel]
             ax.plot(xs, ys, KERNEL_STYLE.get(kernel, "-o"), ms=3.5, lw=1.2, label=kernel)
             ax.fill_between(xs, [p["gbps"]["p20"] for p in sel], [p["gbps"]["p80"] for p in sel], alpha=0.2)
             noisy = [p for p in sel if p.get("noisy")]
             if noisy:
-                ax.scatter([p["working_set_bytes"] for p in noisy], [p["gbps"]["median"] for p in noisy],
-                           facecolors="none", edgecolors="red", s=40, zorder=5)
+                ax.scatter(
+                    [p["working_set_bytes"] for p in noisy],
+                    [p["gbps"]["median"] for p in noisy],
+                    facecolors="none",
+                    edgecolors="red",
+                    s=40,
+                    zorder=5,
+                )
         for c in caches:
             cap = capacity(c, t)
             ax.axvline(cap, color="#888888", ls=":", lw=1)
-            ax.text(cap, 0.02, f" {c['name']} {fmt_bytes(cap)} (OS)", rotation=90, fontsize=7,
-                    color="#555555", va="bottom", ha="right", transform=ax.get_xaxis_transform())
+            ax.text(
+                cap,
+                0.02,
+                f" {c['name']} {fmt_bytes(cap)} (OS)",
+                rotation=90,
+                fontsize=7,
+                color="#555555",
+                va="bottom",
+                ha="right",
+                transform=ax.get_xaxis_transform(),
+            )
         for c in ceilings:
             if c["kind"] == "bandwidth" and c["threads"] == t and c["kernel"] == "read" and c.get("plateau_end_bytes"):
-                y = next((p["gbps"]["median"] for p in pts if p["threads"] == t and p["kernel"] == "read"
-                          and p["working_set_bytes"] == c["plateau_end_bytes"]), c["value"])
+                y = next(
+                    (
+                        p["gbps"]["median"]
+                        for p in pts
+                        if p["threads"] == t
+                        and p["kernel"] == "read"
+                        and p["working_set_bytes"] == c["plateau_end_bytes"]
+                    ),
+                    c["value"],
+                )
                 ax.plot(c["plateau_end_bytes"], y, marker="v", color="red", ms=6)
-                ax.annotate(f"{c['level']} plateau ends {fmt_bytes(c['plateau_end_bytes'])}",
-                            (c["plateau_end_bytes"], y), fontsize=6.5, color="red",
-                            xytext=(3, 6), textcoords="offset points")
+                ax.annotate(
+                    f"{c['level']} plateau ends {fmt_bytes(c['plateau_end_bytes'])}",
+                    (c["plateau_end_bytes"], y),
+                    fontsize=6.5,
+                    color="red",
+                    xytext=(3, 6),
+                    textcoords="offset points",
+                )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_bytes(v) if v >= 1 else ""))

@@ -1,4 +1,5 @@
 """Progress display for long runs (rich), and a silent one for tests and the API."""
+
 from __future__ import annotations
 
 import sys
@@ -36,9 +37,14 @@ class RichProgress:
         self._last_pct = -10
         self.progress = None
         if self.tty:
-            self.progress = Progress(TextColumn("[bold]{task.fields[title]}"), BarColumn(),
-                                     MofNCompleteColumn(), TimeElapsedColumn(),
-                                     TextColumn("{task.description}"), console=self.console)
+            self.progress = Progress(
+                TextColumn("[bold]{task.fields[title]}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.description}"),
+                console=self.console,
+            )
             self.progress.start()
         self.task = None
 
@@ -57,8 +63,11 @@ class RichProgress:
             pct = 100 * self.count // max(self.total, 1)
             if pct >= self._last_pct + 10:
                 self._last_pct = pct - pct % 10
-                print(f"[{time.monotonic() - self.t0:6.1f}s] {self.title}: {pct:3d}% {description}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"[{time.monotonic() - self.t0:6.1f}s] {self.title}: {pct:3d}% {description}",
+                    file=sys.stderr,
+                    flush=True,
+                )
         self.count += 1
 
     def done(self, task) -> None:

@@ -28,12 +28,14 @@ Public API (also re-exported as rooflab.list_variants / rooflab.get_variant):
   >>> a, b, c = v.inputs(1 << 16, np.float64)
   >>> out = v(a, b, c, s=3.0)          # runs the numba kernel on your arrays
 """
+
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .errors import RooflabError
 
@@ -45,16 +47,16 @@ class Variant:
     name: str
     family: str
     device: str
-    description: str            # the one technique this variant adds (a ladder's rung)
+    description: str  # the one technique this variant adds (a ladder's rung)
     kernel: Callable
     reference: Callable
     work: Callable
     inputs: Callable
     defaults: dict = field(default_factory=dict)
     result_dtype: Callable | None = None  # dtype whose tolerance applies; default: the result's
-    number: int | None = None    # rung of the family's ladder; 0 = the library
-    op: str | None = None        # model-op kind this variant executes (inputs then take op shapes)
-    dtypes: tuple = ()           # dtypes it accepts (empty: any the family declares)
+    number: int | None = None  # rung of the family's ladder; 0 = the library
+    op: str | None = None  # model-op kind this variant executes (inputs then take op shapes)
+    dtypes: tuple = ()  # dtypes it accepts (empty: any the family declares)
 
     def __call__(self, *arrays, **params):
         return self.kernel(*arrays, **{**self.defaults, **params})
@@ -94,13 +96,15 @@ _LOADED = False
 def register(variant: Variant) -> Variant:
     """Add a variant; a second registration of the same name is a bug and says so at import."""
     if variant.device not in DEVICES:
-        raise RooflabError(f"variant {variant.name!r}: unknown device {variant.device!r}",
-                           f"use one of {', '.join(DEVICES)}")
+        raise RooflabError(
+            f"variant {variant.name!r}: unknown device {variant.device!r}", f"use one of {', '.join(DEVICES)}"
+        )
     if not variant.name.startswith(f"{variant.device}."):
         raise RooflabError(f"variant {variant.name!r} must be named {variant.device}.<family>.<rung>")
     if variant.name in _REGISTRY:
-        raise RooflabError(f"variant {variant.name!r} is registered twice",
-                           "give each variant one registration in its family module")
+        raise RooflabError(
+            f"variant {variant.name!r} is registered twice", "give each variant one registration in its family module"
+        )
     _REGISTRY[variant.name] = variant
     return variant
 
@@ -120,9 +124,13 @@ def _load() -> None:
 def list_variants(family: str | None = None, device: str | None = None, op: str | None = None) -> list[Variant]:
     """Variants in registration order, optionally filtered by family, device and model op."""
     _load()
-    return [v for v in _REGISTRY.values()
-            if (family is None or v.family == family) and (device is None or v.device == device)
-            and (op is None or v.op == op)]
+    return [
+        v
+        for v in _REGISTRY.values()
+        if (family is None or v.family == family)
+        and (device is None or v.device == device)
+        and (op is None or v.op == op)
+    ]
 
 
 def get_variant(name: str) -> Variant:
@@ -151,6 +159,8 @@ def check_cases(cases: list[Case]) -> list[Case]:
     _load()
     unknown = sorted({c.variant for c in cases if c.variant not in _REGISTRY})
     if unknown:
-        raise RooflabError(f"suite names unknown variant(s): {', '.join(unknown)}",
-                           "register them in their family module or fix the suite")
+        raise RooflabError(
+            f"suite names unknown variant(s): {', '.join(unknown)}",
+            "register them in their family module or fix the suite",
+        )
     return cases

@@ -6,6 +6,7 @@ comparison view: their roofs overlaid on one chart and their ceilings side by si
 Figures are inline PNGs (base64); a small inline script marks the page as rendered once every
 image has decoded, which the browser test reads back.
 """
+
 from __future__ import annotations
 
 import base64
@@ -63,8 +64,9 @@ def _png_of(plot_fn, *args, **kw) -> str:
 
 def _table(headers, rows) -> str:
     th = "".join(f"<th>{_esc(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(c if c.startswith("<td") else f"<td>{_esc(c)}</td>" for c in r) + "</tr>"
-                   for r in rows)
+    body = "".join(
+        "<tr>" + "".join(c if c.startswith("<td") else f"<td>{_esc(c)}</td>" for c in r) + "</tr>" for r in rows
+    )
     return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -75,17 +77,30 @@ def _num(v, fmt="{:.4g}", cls="num") -> str:
 def _machine_section(d: dict) -> str:
     m = d["machine"]
     cpu = m.get("cpu", {})
-    rows = [["machine id", m["id"]], ["CPU", cpu.get("model", "?")],
-            ["cores", f"{cpu.get('physical_cores')} physical, {cpu.get('logical_cpus')} logical"],
-            ["caches (OS)", ", ".join(f"{c['name']} {fmt_bytes(c['size_bytes'])} x{c['instances']}" for c in cpu.get("caches", []))],
-            ["clock", f"nominal {cpu.get('nominal_ghz') or 0:.2f} GHz, measured {cpu.get('measured_ghz') or 0:.2f} GHz"],
-            ["memory", fmt_bytes(m.get("memory_bytes") or 0)], ["OS", m.get("os", "")],
-            ["software", ", ".join(f"{k} {v}" for k, v in m.get("software", {}).items() if isinstance(v, str))],
-            ["git commit", (m.get("git") or {}).get("commit") or "-"],
-            ["run", f"{d.get('suite')} on {d.get('device')}, {d.get('started')} to {d.get('finished')} ({d.get('status')})"]]
+    rows = [
+        ["machine id", m["id"]],
+        ["CPU", cpu.get("model", "?")],
+        ["cores", f"{cpu.get('physical_cores')} physical, {cpu.get('logical_cpus')} logical"],
+        [
+            "caches (OS)",
+            ", ".join(f"{c['name']} {fmt_bytes(c['size_bytes'])} x{c['instances']}" for c in cpu.get("caches", [])),
+        ],
+        ["clock", f"nominal {cpu.get('nominal_ghz') or 0:.2f} GHz, measured {cpu.get('measured_ghz') or 0:.2f} GHz"],
+        ["memory", fmt_bytes(m.get("memory_bytes") or 0)],
+        ["OS", m.get("os", "")],
+        ["software", ", ".join(f"{k} {v}" for k, v in m.get("software", {}).items() if isinstance(v, str))],
+        ["git commit", (m.get("git") or {}).get("commit") or "-"],
+        [
+            "run",
+            f"{d.get('suite')} on {d.get('device')}, {d.get('started')} to {d.get('finished')} ({d.get('status')})",
+        ],
+    ]
     if m.get("gpu"):
         g = m["gpu"]
-        rows.insert(2, ["GPU", f"{g['name']} (sm_{g['compute_capability']}, {g['sm_count']} SMs, L2 {fmt_bytes(g['l2_bytes'])})"])
+        rows.insert(
+            2,
+            ["GPU", f"{g['name']} (sm_{g['compute_capability']}, {g['sm_count']} SMs, L2 {fmt_bytes(g['l2_bytes'])})"],
+        )
     theo = (m.get("gpu") or cpu).get("theoretical", {}).get("peaks", [])
     for p in theo:
         rows.append([f"theoretical {p['dtype']} ({p['threads'] or 'device'})", p["formula"]])
@@ -97,31 +112,69 @@ def _ceilings_section(d: dict) -> str:
     for c in d.get("ceilings", []):
         s = c["stats"]
         note = [f'<span class="noisy">{_esc(n)}</span>' if n == "noisy" else _esc(n) for n in ceiling_notes(c)]
-        rows.append([c["name"], c["kind"], _num(c["value"]), _num(s.get("p20")), _num(s.get("p80")), c["unit"],
-                     f"<td>{' · '.join(note)}</td>"])
+        rows.append(
+            [
+                c["name"],
+                c["kind"],
+                _num(c["value"]),
+                _num(s.get("p20")),
+                _num(s.get("p80")),
+                c["unit"],
+                f"<td>{' · '.join(note)}</td>",
+            ]
+        )
     return "<h2>Ceilings</h2>" + _table(["ceiling", "kind", "median", "p20", "p80", "unit", "notes"], rows)
 
 
 def _latency_section(d: dict) -> str:
-    rows = [[c["name"], _num(c["value"], "{:.1f}"), _num(c["stats"].get("p20"), "{:.1f}"),
-             _num(c["stats"].get("p80"), "{:.1f}")] for c in d.get("ceilings", []) if c["kind"] == "latency"]
-    return ("<h2>Latency</h2><p class='muted'>Fixed cost per call; an op within 2x of it is latency-bound.</p>"
-            + _table(["path", "median ns", "p20", "p80"], rows)) if rows else ""
+    rows = [
+        [
+            c["name"],
+            _num(c["value"], "{:.1f}"),
+            _num(c["stats"].get("p20"), "{:.1f}"),
+            _num(c["stats"].get("p80"), "{:.1f}"),
+        ]
+        for c in d.get("ceilings", [])
+        if c["kind"] == "latency"
+    ]
+    return (
+        (
+            "<h2>Latency</h2><p class='muted'>Fixed cost per call; an op within 2x of it is latency-bound.</p>"
+            + _table(["path", "median ns", "p20", "p80"], rows)
+        )
+        if rows
+        else ""
+    )
 
 
 def _ops_section(d: dict) -> str:
     ops = d.get("ops_placed") or []
     if not ops:
         return ""
-    out = ["<h2>Model operations on the roofline</h2>", f"<p class='muted'>{_esc(d.get('classification_rule', ''))}</p>"]
+    out = [
+        "<h2>Model operations on the roofline</h2>",
+        f"<p class='muted'>{_esc(d.get('classification_rule', ''))}</p>",
+    ]
     for s in d.get("model_summaries", []):
         out.append(f"<p>{_esc(s.get('line', ''))}</p>")
     heavy = sorted(ops, key=lambda o: -o.get("total_time_s", 0))[:60]
-    rows = [[o["name"], o["kind"], str(o["count"]), o["impl"], _num(o["intensity"], "{:.3g}"),
-             _num(o["seconds"] * 1e6, "{:.1f}"), _num(o["achieved_gflops"], "{:.3g}"),
-             _num(o.get("pct_of_attainable"), "{:.0f}%"), o["class"] + (" (cache-resident)" if o.get("cache_resident") else "")]
-            for o in heavy]
-    out.append(_table(["op", "kind", "count", "implementation", "FLOP/B", "time us", "GFLOP/s", "% attainable", "class"], rows))
+    rows = [
+        [
+            o["name"],
+            o["kind"],
+            str(o["count"]),
+            o["impl"],
+            _num(o["intensity"], "{:.3g}"),
+            _num(o["seconds"] * 1e6, "{:.1f}"),
+            _num(o["achieved_gflops"], "{:.3g}"),
+            _num(o.get("pct_of_attainable"), "{:.0f}%"),
+            o["class"] + (" (cache-resident)" if o.get("cache_resident") else ""),
+        ]
+        for o in heavy
+    ]
+    out.append(
+        _table(["op", "kind", "count", "implementation", "FLOP/B", "time us", "GFLOP/s", "% attainable", "class"], rows)
+    )
     return "".join(out)
 
 
@@ -129,16 +182,24 @@ def _sweep_section(d: dict) -> str:
     pts = d.get("sweeps", {}).get("intensity", [])
     if not pts:
         return ""
-    rows = [[f"{p.get('flops_per_byte', 0):g}", _num(p["gflops"]["median"]), _num(p["gbps"]["median"]) if p.get("gbps") else "<td>-</td>",
-             str(p.get("threads"))] for p in pts if p.get("gflops")]
+    rows = [
+        [
+            f"{p.get('flops_per_byte', 0):g}",
+            _num(p["gflops"]["median"]),
+            _num(p["gbps"]["median"]) if p.get("gbps") else "<td>-</td>",
+            str(p.get("threads")),
+        ]
+        for p in pts
+        if p.get("gflops")
+    ]
     return "<h2>Intensity sweep</h2>" + _table(["FLOP/byte", "GFLOP/s", "GB/s", "threads"], rows)
 
 
 def _compare_section(results: list[dict]) -> str:
+    import matplotlib
+
     from .commands import compare_ceilings
     from .plots import LEVEL_COLORS
-
-    import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -158,8 +219,14 @@ def _compare_section(results: list[dict]) -> str:
             y = xs * c["value"]
             if peak:
                 y = np.minimum(y, peak)
-            ax.plot(xs, y, styles[i % 4], color=LEVEL_COLORS.get(c["level"], "#444"), lw=1.4,
-                    label=f"{label}: {c['level']} {c['value']:.3g} GB/s")
+            ax.plot(
+                xs,
+                y,
+                styles[i % 4],
+                color=LEVEL_COLORS.get(c["level"], "#444"),
+                lw=1.4,
+                label=f"{label}: {c['level']} {c['value']:.3g} GB/s",
+            )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity [FLOP/byte]")
@@ -180,23 +247,29 @@ def _compare_section(results: list[dict]) -> str:
             cells += [_num(v), _num(ratio, "{:.3f}", cls)]
         rows.append(cells)
     heads = ["ceiling", "unit", "A"] + sum(([chr(66 + i), f"{chr(66 + i)}/A"] for i in range(len(results) - 1)), [])
-    legend = "".join(f"<li>{chr(65 + i)}: {_esc(d['machine']['id'])}, {_esc(d.get('device'))}, {_esc(d.get('started'))}</li>"
-                     for i, d in enumerate(results))
+    legend = "".join(
+        f"<li>{chr(65 + i)}: {_esc(d['machine']['id'])}, {_esc(d.get('device'))}, {_esc(d.get('started'))}</li>"
+        for i, d in enumerate(results)
+    )
     return f"<h2>Comparison</h2><ul>{legend}</ul>{img}" + _table(heads, rows)
 
 
 def build(results: list[dict]) -> str:
     from . import plots
 
-    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>rooflab report</title>"
-             f"<style>{CSS}</style><script>{SCRIPT}</script></head><body>",
-             "<h1>rooflab characterization</h1>",
-             "<p class='muted'>Measured with rooflab: every figure is a median of verified samples; spread is p20-p80.</p>"]
+    parts = [
+        f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>rooflab report</title>"
+        f"<style>{CSS}</style><script>{SCRIPT}</script></head><body>",
+        "<h1>rooflab characterization</h1>",
+        "<p class='muted'>Measured with rooflab: every figure is a median of verified samples; spread is p20-p80.</p>",
+    ]
     if len(results) > 1:
         parts.append(_compare_section(results))
     for d in results:
-        parts.append(f"<h2 style='border:0;font-size:1.45rem'>{_esc(d['machine']['id'])} — {_esc(d.get('suite'))} on "
-                     f"{_esc(d.get('device'))}</h2>")
+        parts.append(
+            f"<h2 style='border:0;font-size:1.45rem'>{_esc(d['machine']['id'])} — {_esc(d.get('suite'))} on "
+            f"{_esc(d.get('device'))}</h2>"
+        )
         parts.append(_machine_section(d))
         if d.get("ceilings"):
             parts.append("<h2>Roofline</h2>" + _png_of(plots.roofline, d, ops=d.get("ops_placed")))

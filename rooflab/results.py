@@ -4,6 +4,7 @@ Layout: ``<out>/<machine-id>/rooflab-<suite>-<device>-<UTC timestamp>.json``; pl
 to it with the same stem. A run that is interrupted keeps everything it finished (status
 "interrupted"); a file whose schema_version is not ours is refused with a clear message.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -86,8 +87,9 @@ class ResultWriter:
         if sweep:
             self.data["sweeps"][sweep].append(_point(record))
         if record.get("status") == "failed":
-            self.data["errors"].append({"variant": record["variant"], "label": record.get("label"),
-                                        "error": record.get("error")})
+            self.data["errors"].append(
+                {"variant": record["variant"], "label": record.get("label"), "error": record.get("error")}
+            )
         self.save()
 
     def add_error(self, where: str, message: str) -> None:
@@ -105,8 +107,7 @@ class ResultWriter:
 
 def _point(record: dict) -> dict:
     """The compact sweep point kept next to the full record (plots read these by field name)."""
-    keep = ("variant", "label", "threads", "dtype", "working_set_bytes", "intensity", "kernel",
-            "noisy", "status")
+    keep = ("variant", "label", "threads", "dtype", "working_set_bytes", "intensity", "kernel", "noisy", "status")
     p = {k: record.get(k) for k in keep if k in record}
     if record.get("gbps"):
         p["gbps"] = record["gbps"]
@@ -129,15 +130,17 @@ def load(path) -> dict:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise RooflabError(f"{path} is not JSON (line {e.lineno}: {e.msg})",
-                           "give a result file written by `rooflab run`") from None
+        raise RooflabError(
+            f"{path} is not JSON (line {e.lineno}: {e.msg})", "give a result file written by `rooflab run`"
+        ) from None
     if not isinstance(data, dict) or data.get("kind") != KIND:
-        raise RooflabError(f"{path} is not a rooflab result file",
-                           "give a result file written by `rooflab run`")
+        raise RooflabError(f"{path} is not a rooflab result file", "give a result file written by `rooflab run`")
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
-        raise RooflabError(f"{path} has schema_version {version!r}; this rooflab reads version {SCHEMA_VERSION}",
-                           "re-run `rooflab run` with this version, or use the rooflab that wrote it")
+        raise RooflabError(
+            f"{path} has schema_version {version!r}; this rooflab reads version {SCHEMA_VERSION}",
+            "re-run `rooflab run` with this version, or use the rooflab that wrote it",
+        )
     return data
 
 

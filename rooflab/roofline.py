@@ -16,6 +16,7 @@ can end at half of it.)
 
 Roofline: attainable(I) = min(peak, I x BW_level); ridge point I* = peak / BW_level.
 """
+
 from __future__ import annotations
 
 import math
@@ -56,12 +57,21 @@ def _in_window(size: float, w: dict) -> bool:
     return size >= w["lo"] and (w["hi"] is None or size <= w["hi"])
 
 
-def bandwidth_ceilings(points: list[dict], caches: list[dict], threads: int, kernel: str,
-                       dtype: str = "float64") -> list[dict]:
+def bandwidth_ceilings(
+    points: list[dict], caches: list[dict], threads: int, kernel: str, dtype: str = "float64"
+) -> list[dict]:
     """Ceilings of one kernel at one thread count from its sweep points."""
-    pts = sorted((p for p in points if p.get("status", "ok") == "ok" and p.get("gbps")
-                  and p.get("threads") == threads and p.get("kernel") == kernel),
-                 key=lambda p: p["working_set_bytes"])
+    pts = sorted(
+        (
+            p
+            for p in points
+            if p.get("status", "ok") == "ok"
+            and p.get("gbps")
+            and p.get("threads") == threads
+            and p.get("kernel") == kernel
+        ),
+        key=lambda p: p["working_set_bytes"],
+    )
     windows = level_windows(caches, threads)
     out = []
     for w in windows:
@@ -70,17 +80,30 @@ def bandwidth_ceilings(points: list[dict], caches: list[dict], threads: int, ker
             continue
         values = [p["gbps"]["median"] for p in inside]
         noisy_share = sum(bool(p.get("noisy")) for p in inside) / len(inside)
-        out.append({
-            "name": f"{w['level']} {kernel} bandwidth, {threads} thread{'s' if threads > 1 else ''}",
-            "kind": "bandwidth", "level": w["level"], "dtype": dtype, "threads": threads,
-            "kernel": kernel, "value": float(median(values)), "unit": BANDWIDTH_UNIT,
-            "stats": {"median": float(median(values)), "p20": float(np.quantile(values, 0.2)),
-                      "p80": float(np.quantile(values, 0.8)), "min": float(min(values)),
-                      "max": float(max(values)), "n_points": len(values)},
-            "window_bytes": [w["lo"], w["hi"]], "os_size_bytes": w["os_bytes"],
-            "points_bytes": [p["working_set_bytes"] for p in inside],
-            "noisy": noisy_share > 0.5,
-        })
+        out.append(
+            {
+                "name": f"{w['level']} {kernel} bandwidth, {threads} thread{'s' if threads > 1 else ''}",
+                "kind": "bandwidth",
+                "level": w["level"],
+                "dtype": dtype,
+                "threads": threads,
+                "kernel": kernel,
+                "value": float(median(values)),
+                "unit": BANDWIDTH_UNIT,
+                "stats": {
+                    "median": float(median(values)),
+                    "p20": float(np.quantile(values, 0.2)),
+                    "p80": float(np.quantile(values, 0.8)),
+                    "min": float(min(values)),
+                    "max": float(max(values)),
+                    "n_points": len(values),
+                },
+                "window_bytes": [w["lo"], w["hi"]],
+                "os_size_bytes": w["os_bytes"],
+                "points_bytes": [p["working_set_bytes"] for p in inside],
+                "noisy": noisy_share > 0.5,
+            }
+        )
     _plateau_ends(out, pts)
     return out
 
@@ -110,8 +133,9 @@ def ceiling_notes(c: dict) -> list[str]:
     if c.get("noisy"):
         notes.append("noisy")
     if c.get("fraction_of_theoretical"):
-        at = (f" at the measured {c['theoretical_clock_ghz']:.3f} GHz" if c.get("theoretical_clock") == "measured"
-              else "")
+        at = (
+            f" at the measured {c['theoretical_clock_ghz']:.3f} GHz" if c.get("theoretical_clock") == "measured" else ""
+        )
         notes.append(f"{c['fraction_of_theoretical']:.0%} of theoretical{at}")
     if c.get("above_105pct_of_theoretical"):
         notes.append(">105% of theoretical")
@@ -142,8 +166,11 @@ class Roofline:
         return sorted({c["threads"] for c in self.ceilings if c["kind"] in ("compute", "bandwidth")})
 
     def peak(self, dtype: str, threads: int | None = None) -> dict | None:
-        cands = [c for c in self.ceilings if c["kind"] == "compute" and c["dtype"] == dtype
-                 and (threads is None or c["threads"] == threads)]
+        cands = [
+            c
+            for c in self.ceilings
+            if c["kind"] == "compute" and c["dtype"] == dtype and (threads is None or c["threads"] == threads)
+        ]
         return max(cands, key=lambda c: c["value"]) if cands else None
 
     def memory_roofs(self, threads: int | None = None) -> list[dict]:
@@ -173,8 +200,9 @@ class Roofline:
         return min(roofs, key=lambda c: c["value"]) if roofs else None
 
     def latency(self, name_contains: str | None = None) -> list[dict]:
-        return [c for c in self.ceilings if c["kind"] == "latency"
-                and (name_contains is None or name_contains in c["name"])]
+        return [
+            c for c in self.ceilings if c["kind"] == "latency" and (name_contains is None or name_contains in c["name"])
+        ]
 
     def ridge(self, dtype: str, threads: int | None = None, level: str = "DRAM") -> float | None:
         p = self.peak(dtype, threads)

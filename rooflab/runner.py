@@ -11,6 +11,7 @@ clock seen in this run, or the samples' CV is above the limit, the measurement i
 and repeated (up to ``max_attempts``); the best attempt is kept with every attempt's figures, and
 a measurement still noisy at the end says so in the result instead of passing as a ceiling.
 """
+
 from __future__ import annotations
 
 import time
@@ -32,10 +33,10 @@ CLOCK_DROP = 0.85
 
 @dataclass
 class Settings:
-    budget_s: float = 0.3        # time budget per measurement (samples are taken until it is spent)
-    target_s: float = 0.01       # duration of one sample; kernels repeat inside to reach it
+    budget_s: float = 0.3  # time budget per measurement (samples are taken until it is spent)
+    target_s: float = 0.01  # duration of one sample; kernels repeat inside to reach it
     min_samples: int = 5
-    cv_limit: float = 0.05       # samples spread above this marks the measurement noisy
+    cv_limit: float = 0.05  # samples spread above this marks the measurement noisy
     max_attempts: int = 3
     probe_clock: bool = True
     probe_s: float = 0.005
@@ -76,23 +77,41 @@ class Runner:
         expected = variant.reference(*inputs, **params)
         with use_threads(threads):
             got = variant.kernel(*inputs, threads=threads, **params)
-        dtype = variant.result_dtype(*inputs, **params) if variant.result_dtype else (
-            inputs[0].dtype if inputs else np.asarray(got).dtype)
+        dtype = (
+            variant.result_dtype(*inputs, **params)
+            if variant.result_dtype
+            else (inputs[0].dtype if inputs else np.asarray(got).dtype)
+        )
         return verify_mod.check(got, expected, dtype=dtype, what=variant.name)
 
-    def measure(self, variant: Variant | str, inputs: tuple, *, threads: int, params: dict | None = None,
-                verify_params: dict | None = None, label: str | None = None, reps: int | None = None,
-                budget_s: float | None = None, min_samples: int | None = None,
-                target_s: float | None = None, cv_limit: float | None = None,
-                max_attempts: int | None = None, meta: dict | None = None) -> dict:
+    def measure(
+        self,
+        variant: Variant | str,
+        inputs: tuple,
+        *,
+        threads: int,
+        params: dict | None = None,
+        verify_params: dict | None = None,
+        label: str | None = None,
+        reps: int | None = None,
+        budget_s: float | None = None,
+        min_samples: int | None = None,
+        target_s: float | None = None,
+        cv_limit: float | None = None,
+        max_attempts: int | None = None,
+        meta: dict | None = None,
+    ) -> dict:
         """Verify, calibrate, time with contention checks; returns the record (never raises for a
         wrong kernel: the record then has status 'failed' and the error, and no figures)."""
         variant = get_variant(variant) if isinstance(variant, str) else variant
         s = self.settings
         params = variant.params(**(params or {}))
         record = {
-            "variant": variant.name, "family": variant.family, "device": variant.device,
-            "label": label or variant.name, "threads": threads,
+            "variant": variant.name,
+            "family": variant.family,
+            "device": variant.device,
+            "label": label or variant.name,
+            "threads": threads,
             "dtype": str(inputs[0].dtype) if inputs and hasattr(inputs[0], "dtype") else None,
             "shape": {"n": int(inputs[0].size)} if inputs and hasattr(inputs[0], "size") else {},
             "working_set_bytes": int(sum(getattr(x, "nbytes", 0) for x in inputs)),
@@ -114,6 +133,7 @@ class Runner:
         attempts_max = max_attempts if max_attempts is not None else s.max_attempts
 
         with use_threads(threads):
+
             def make_call(r):
                 return lambda: variant.kernel(*inputs, reps=r, threads=threads, **params)
 
@@ -132,15 +152,21 @@ class Runner:
         best = min(attempts, key=lambda a: (bool(a["noise_reasons"]), a["stats"]["median"]))
         t = best["stats"]
         record.update(
-            status="ok", reps=int(reps), work=work.as_dict(), time_s=t, samples_s=best["samples"],
+            status="ok",
+            reps=int(reps),
+            work=work.as_dict(),
+            time_s=t,
+            samples_s=best["samples"],
             gflops=invert_stats(t, work.flops / 1e9) if work.flops else None,
             gbps=invert_stats(t, work.bytes / 1e9) if work.bytes else None,
             ns_per_launch=_per_launch_ns(t, work.launches),
-            clock_ghz={"before": best["before"], "after": best["after"],
-                       "best_in_run": self.best_clock.get(threads)},
-            noisy=bool(best["noise_reasons"]), noise_reasons=best["noise_reasons"],
-            attempts=[{"median_s": a["stats"]["median"], "cv": a["stats"]["cv"],
-                       "noise_reasons": a["noise_reasons"]} for a in attempts],
+            clock_ghz={"before": best["before"], "after": best["after"], "best_in_run": self.best_clock.get(threads)},
+            noisy=bool(best["noise_reasons"]),
+            noise_reasons=best["noise_reasons"],
+            attempts=[
+                {"median_s": a["stats"]["median"], "cv": a["stats"]["cv"], "noise_reasons": a["noise_reasons"]}
+                for a in attempts
+            ],
         )
         return record
 
@@ -153,8 +179,7 @@ class Runner:
         for when, probe in (("before", before), ("after", after)):
             if probe and best and min(probe) < CLOCK_DROP * best:
                 reasons.append(f"clock {when} {min(probe):.2f} GHz < {CLOCK_DROP:.0%} of {best:.2f} GHz")
-        return {"stats": stats, "samples": list(seconds), "before": before, "after": after,
-                "noise_reasons": reasons}
+        return {"stats": stats, "samples": list(seconds), "before": before, "after": after, "noise_reasons": reasons}
 
 
 def _per_launch_ns(t: dict, launches: int) -> dict:

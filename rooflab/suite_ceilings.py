@@ -6,6 +6,7 @@ pass at ~20 GB/s is 0.1 s, and a DRAM-sized intensity point at 256 FLOP/B would 
 pass, so the intensity sweep processes one slice per call and moves to the next slice each call:
 every call streams data that has not been touched for ~4x LLC bytes, i.e. from DRAM.
 """
+
 from __future__ import annotations
 
 import time
@@ -21,8 +22,20 @@ from .registry import Variant, get_variant
 from .runner import Runner
 
 KERNELS = ("read", "copy", "triad", "update")
-INTENSITIES_FP64 = [(1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (32, 1), (32, 2), (32, 4), (32, 8),
-                    (32, 16), (32, 32), (32, 64)]  # (K, passes): I = K * passes / 8 FLOP/B
+INTENSITIES_FP64 = [
+    (1, 1),
+    (2, 1),
+    (4, 1),
+    (8, 1),
+    (16, 1),
+    (32, 1),
+    (32, 2),
+    (32, 4),
+    (32, 8),
+    (32, 16),
+    (32, 32),
+    (32, 64),
+]  # (K, passes): I = K * passes / 8 FLOP/B
 INTENSITIES_QUICK = [(1, 1), (4, 1), (16, 1), (32, 2), (32, 8), (32, 32), (32, 64)]  # 1/8 .. 256 FLOP/B
 PEAK_CONFIGS = [(64, 8), (32, 8)]  # (K, S) tried for the FMA peak; the best median is the ceiling
 
@@ -87,17 +100,20 @@ def views(buf: np.ndarray, kernel: str) -> tuple:
     """Split one working-set buffer into the kernel's arrays, each starting on a cache line."""
     k = stream.ARRAYS[kernel]
     part = (buf.size // k) // stream.ALIGN_ELEMS * stream.ALIGN_ELEMS
-    return tuple(buf[i * part:(i + 1) * part] for i in range(k))
+    return tuple(buf[i * part : (i + 1) * part] for i in range(k))
 
 
 def measure_latency(runner: Runner, writer, threads_all: int, step) -> None:
-    cases = [("cpu.latency.empty", (), 1, 20000),
-             ("cpu.latency.ufunc", get_variant("cpu.latency.ufunc").inputs(8), 1, 5000),
-             ("cpu.latency.fork_join", (np.zeros(threads_all),), threads_all, 200)]
+    cases = [
+        ("cpu.latency.empty", (), 1, 20000),
+        ("cpu.latency.ufunc", get_variant("cpu.latency.ufunc").inputs(8), 1, 5000),
+        ("cpu.latency.fork_join", (np.zeros(threads_all),), threads_all, 200),
+    ]
     for name, inputs, threads, calls in cases:
         step(f"latency {name.split('.')[-1]}")
-        rec = runner.measure(name, inputs, threads=threads, reps=calls, cv_limit=0.15,
-                             meta={"kernel": name.split(".")[-1]})
+        rec = runner.measure(
+            name, inputs, threads=threads, reps=calls, cv_limit=0.15, meta={"kernel": name.split(".")[-1]}
+        )
         writer.add_record(rec)
 
 
@@ -109,9 +125,14 @@ def measure_peaks(runner: Runner, writer, plan: Plan, l1_bytes: int, step) -> No
                 step(f"FMA peak {np.dtype(dtype).name} K={K} {threads}T")
                 block = ert.block_elements(l1_bytes, np.dtype(dtype).itemsize, S)
                 (a,) = v.inputs(block * threads, dtype, seed=threads)
-                rec = runner.measure(v, (a,), threads=threads, params={"K": K, "S": S, "block": block},
-                                     verify_params={"reps": 2},
-                                     meta={"kernel": "fma", "block_bytes": block * a.itemsize})
+                rec = runner.measure(
+                    v,
+                    (a,),
+                    threads=threads,
+                    params={"K": K, "S": S, "block": block},
+                    verify_params={"reps": 2},
+                    meta={"kernel": "fma", "block_bytes": block * a.itemsize},
+                )
                 writer.add_record(rec)
 
 
@@ -124,10 +145,16 @@ def measure_bandwidth(runner: Runner, writer, plan: Plan, sizes: list[int], step
             arrays = views(buf, kernel)
             for threads in plan.thread_counts():
                 step(f"{kernel} {fmt_bytes(ws)} {threads}T")
-                rec = runner.measure(v, arrays, threads=threads, label=f"{kernel} {fmt_bytes(ws)}",
-                                     verify_params={"s": 2.0} if kernel == "update" else None,
-                                     meta={"kernel": kernel}, cv_limit=0.10,
-                                     max_attempts=2 if plan.quick else 3)
+                rec = runner.measure(
+                    v,
+                    arrays,
+                    threads=threads,
+                    label=f"{kernel} {fmt_bytes(ws)}",
+                    verify_params={"s": 2.0} if kernel == "update" else None,
+                    meta={"kernel": kernel},
+                    cv_limit=0.10,
+                    max_attempts=2 if plan.quick else 3,
+                )
                 writer.add_record(rec, sweep="bandwidth")
             del arrays
         del buf
@@ -142,7 +169,7 @@ class _Rotating:
         self.offset = 0
 
     def current(self) -> np.ndarray:
-        return self.a[self.offset:self.offset + self.n]
+        return self.a[self.offset : self.offset + self.n]
 
     def advance(self) -> None:
         self.offset += self.n
@@ -159,12 +186,15 @@ def rotating_variant(rot: _Rotating) -> Variant:
         return out
 
     return Variant(
-        name="cpu.ert.fma", family="ert", device="cpu",
+        name="cpu.ert.fma",
+        family="ert",
+        device="cpu",
         description=base.description + " (one slice per call, rotating through the array)",
         kernel=kernel,
         reference=lambda a, **p: base.reference(rot.current(), **p),
         work=lambda a, **p: base.work(rot.current(), **p),
-        inputs=base.inputs, defaults=base.defaults,
+        inputs=base.inputs,
+        defaults=base.defaults,
     )
 
 
@@ -191,11 +221,17 @@ def measure_intensity(runner: Runner, writer, plan: Plan, l1_bytes: int, ws: int
         floor = max(unit, ((8 << 20) // 8) // unit * unit)
         slice_elems = int(min(n, max(floor, probe * target / max(dt, 1e-6))) // unit * unit)
         rot.n, rot.offset = slice_elems, 0
-        rec = runner.measure(v, (a,), threads=threads, reps=passes,
-                             params={"K": K, "S": ert.DEFAULT_S, "block": block},
-                             label=f"intensity {intensity:g}", cv_limit=0.10, max_attempts=2,
-                             meta={"kernel": "ert", "intensity": intensity, "array_bytes": a.nbytes,
-                                   "slice_bytes": slice_elems * 8})
+        rec = runner.measure(
+            v,
+            (a,),
+            threads=threads,
+            reps=passes,
+            params={"K": K, "S": ert.DEFAULT_S, "block": block},
+            label=f"intensity {intensity:g}",
+            cv_limit=0.10,
+            max_attempts=2,
+            meta={"kernel": "ert", "intensity": intensity, "array_bytes": a.nbytes, "slice_bytes": slice_elems * 8},
+        )
         writer.add_record(rec, sweep="intensity")
     del a
 
@@ -210,17 +246,27 @@ def derive_ceilings(data: dict) -> list[dict]:
     # compute peaks: best median over the (K, S) configurations
     for dtype in ("float64", "float32"):
         for threads in sorted({r["threads"] for r in recs if r["family"] == "ert"}):
-            cands = [r for r in recs if r["family"] == "ert" and r.get("kernel") == "fma"
-                     and r["dtype"] == dtype and r["threads"] == threads]
+            cands = [
+                r
+                for r in recs
+                if r["family"] == "ert" and r.get("kernel") == "fma" and r["dtype"] == dtype and r["threads"] == threads
+            ]
             if not cands:
                 continue
             best = max(cands, key=lambda r: r["gflops"]["median"])
-            c = {"name": f"{'FP64' if dtype == 'float64' else 'FP32'} FMA peak, {threads} thread"
-                         f"{'s' if threads > 1 else ''}",
-                 "kind": "compute", "level": None, "dtype": dtype, "threads": threads,
-                 "value": best["gflops"]["median"], "unit": roofline.COMPUTE_UNIT,
-                 "stats": best["gflops"], "kernel": f"ert K={best['params']['K']} S={best['params']['S']}",
-                 "noisy": best["noisy"]}
+            c = {
+                "name": f"{'FP64' if dtype == 'float64' else 'FP32'} FMA peak, {threads} thread"
+                f"{'s' if threads > 1 else ''}",
+                "kind": "compute",
+                "level": None,
+                "dtype": dtype,
+                "threads": threads,
+                "value": best["gflops"]["median"],
+                "unit": roofline.COMPUTE_UNIT,
+                "stats": best["gflops"],
+                "kernel": f"ert K={best['params']['K']} S={best['params']['S']}",
+                "noisy": best["noisy"],
+            }
             t = theo.get((dtype, threads))
             if t:
                 c["theoretical"] = t["gflops"]
@@ -235,10 +281,20 @@ def derive_ceilings(data: dict) -> list[dict]:
     # latency
     for r in recs:
         if r["family"] == "latency":
-            out.append({"name": f"dispatch: {r['variant'].split('.')[-1]}", "kind": "latency",
-                        "level": None, "dtype": None, "threads": r["threads"],
-                        "value": r["ns_per_launch"]["median"], "unit": roofline.LATENCY_UNIT,
-                        "stats": r["ns_per_launch"], "kernel": r["variant"], "noisy": r["noisy"]})
+            out.append(
+                {
+                    "name": f"dispatch: {r['variant'].split('.')[-1]}",
+                    "kind": "latency",
+                    "level": None,
+                    "dtype": None,
+                    "threads": r["threads"],
+                    "value": r["ns_per_launch"]["median"],
+                    "unit": roofline.LATENCY_UNIT,
+                    "stats": r["ns_per_launch"],
+                    "kernel": r["variant"],
+                    "noisy": r["noisy"],
+                }
+            )
     return out
 
 
@@ -249,8 +305,10 @@ def run(runner: Runner, writer, plan: Plan, progress) -> None:
     l1 = caches[0]["size_bytes"] if caches else 32 << 10
     max_ws = plan.max_ws or default_max_ws(caches, plan.quick)
     if caches and max_ws < 4 * caches[-1]["size_bytes"]:
-        writer.data["notes"].append(f"the sweep stops at {fmt_bytes(max_ws)}, below 4x the LLC: no DRAM ceiling "
-                                    f"(pass a larger --max-working-set if memory allows)")
+        writer.data["notes"].append(
+            f"the sweep stops at {fmt_bytes(max_ws)}, below 4x the LLC: no DRAM ceiling "
+            f"(pass a larger --max-working-set if memory allows)"
+        )
     sizes = sweep_sizes(plan.min_ws, max_ws, plan.sweep_factor)
     intensity_ws = plan.intensity_ws or (min(max_ws, 512 << 20) if plan.quick else max_ws)
     require_fits(int(max(sizes[-1], intensity_ws) * 2.2), f"a working set of {fmt_bytes(max(sizes[-1], intensity_ws))}")
@@ -258,7 +316,8 @@ def run(runner: Runner, writer, plan: Plan, progress) -> None:
     if caches and intensity_ws < 4 * caches[-1]["size_bytes"]:
         writer.data["notes"].append(
             f"intensity sweep array {fmt_bytes(intensity_ws)} is below 4x the LLC "
-            f"({fmt_bytes(4 * caches[-1]['size_bytes'])}); its low-intensity points may see cache bandwidth")
+            f"({fmt_bytes(4 * caches[-1]['size_bytes'])}); its low-intensity points may see cache bandwidth"
+        )
     task = progress.start(plan_steps(plan, sizes))
     step = progress.step
 
@@ -290,6 +349,7 @@ def run(runner: Runner, writer, plan: Plan, progress) -> None:
         if c.get("above_105pct_of_theoretical"):
             writer.data["notes"].append(
                 f"{c['name']} is {c['fraction_of_theoretical']:.0%} of its theoretical peak: a counting "
-                f"bug or a clock above the one probed")
+                f"bug or a clock above the one probed"
+            )
     writer.save()
     progress.done(task)

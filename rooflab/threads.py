@@ -3,6 +3,7 @@
 Kernels split work into ``threads`` chunks inside one parallel region; the pools are limited to the
 same count, so a 1-thread measurement is really one core and an all-core one uses each core once.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -23,8 +24,9 @@ def check_threads(n: int) -> int:
     if n < 1:
         raise RooflabError(f"--threads must be at least 1, got {n}")
     if n > top:
-        raise RooflabError(f"--threads {n} is more than the {top} usable cores of this machine",
-                           f"pass --threads {top} or fewer")
+        raise RooflabError(
+            f"--threads {n} is more than the {top} usable cores of this machine", f"pass --threads {top} or fewer"
+        )
     return n
 
 

@@ -8,12 +8,13 @@ sample; report the median with p20/p80, min and the coefficient of variation.
 A sample should last well above the timer's resolution (perf_counter_ns ticks in ~20-50 ns here):
 ``calibrate`` picks a repetition count so one sample takes ``target_s``.
 """
+
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -66,8 +67,9 @@ def invert_stats(time_stats: dict, amount: float) -> dict:
     }
 
 
-def time_cpu(fn: Callable[[], object], *, budget_s: float = 0.5, min_samples: int = 5,
-             max_samples: int = 10_000, warmup: int = 1) -> Samples:
+def time_cpu(
+    fn: Callable[[], object], *, budget_s: float = 0.5, min_samples: int = 5, max_samples: int = 10_000, warmup: int = 1
+) -> Samples:
     """Call ``fn`` ``warmup`` times untimed, then time single calls until ``budget_s`` has
     passed and at least ``min_samples`` were taken."""
     clock = time.perf_counter_ns
@@ -86,8 +88,7 @@ def time_cpu(fn: Callable[[], object], *, budget_s: float = 0.5, min_samples: in
     return out
 
 
-def calibrate(make_call: Callable[[int], Callable[[], object]], target_s: float,
-              max_reps: int = 1 << 40) -> int:
+def calibrate(make_call: Callable[[int], Callable[[], object]], target_s: float, max_reps: int = 1 << 40) -> int:
     """Smallest power-of-two-ish repetition count whose call takes about ``target_s``."""
     reps = 1
     while True:
@@ -104,8 +105,9 @@ def calibrate(make_call: Callable[[int], Callable[[], object]], target_s: float,
         reps = min(reps, max_reps)
 
 
-def time_per_call(fn: Callable[[], object], calls: int, *, budget_s: float, min_samples: int = 5,
-                  warmup: int = 1) -> Samples:
+def time_per_call(
+    fn: Callable[[], object], calls: int, *, budget_s: float, min_samples: int = 5, warmup: int = 1
+) -> Samples:
     """For calls far shorter than the timer's resolution (dispatch latency): each sample times a
     Python loop of ``calls`` calls and records the mean per call."""
 

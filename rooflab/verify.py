@@ -4,6 +4,7 @@ References are computed once in float64 (numpy); tolerances live in one per-dtyp
 reports how many elements are wrong, the worst index, the value got and the value expected
 (llm.c's validate_result, gpu-mode reference-kernels).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,8 +28,9 @@ def tolerance(dtype) -> dict:
     try:
         return TOLERANCES[name]
     except KeyError:
-        raise VerificationError(f"no tolerance defined for dtype {name!r}",
-                                "add it to rooflab.verify.TOLERANCES") from None
+        raise VerificationError(
+            f"no tolerance defined for dtype {name!r}", "add it to rooflab.verify.TOLERANCES"
+        ) from None
 
 
 CHUNK = 1 << 22  # elements compared at a time: checks of multi-GiB arrays stay within ~100 MB
@@ -62,8 +64,8 @@ def check(got, expected, dtype=None, what: str = "result", rtol=None, atol=None)
     max_abs = max_rel = 0.0
     scale = 0.0
     for lo in range(0, max(g_flat.size, 1), CHUNK):
-        g = _f64(g_flat[lo:lo + CHUNK])
-        e = np.float64(e_scalar) if e_flat is None else _f64(e_flat[lo:lo + CHUNK])
+        g = _f64(g_flat[lo : lo + CHUNK])
+        e = np.float64(e_scalar) if e_flat is None else _f64(e_flat[lo : lo + CHUNK])
         if g.size == 0:
             break
         finite = np.isfinite(g)
@@ -73,8 +75,10 @@ def check(got, expected, dtype=None, what: str = "result", rtol=None, atol=None)
                 i = int(bad[0])
                 idx = np.unravel_index(lo + i, got_a.shape) if got_a.ndim else ()
                 ev = e if np.ndim(e) == 0 else e[i]
-                raise VerificationError(f"{what}: non-finite values, first at index {tuple(map(int, idx))}: "
-                                        f"got {g[i]!r}, expected {float(ev)!r}")
+                raise VerificationError(
+                    f"{what}: non-finite values, first at index {tuple(map(int, idx))}: "
+                    f"got {g[i]!r}, expected {float(ev)!r}"
+                )
         err = np.abs(g - e)
         abs_e = np.abs(e)
         excess = err - (atol + rtol * abs_e)
@@ -88,12 +92,12 @@ def check(got, expected, dtype=None, what: str = "result", rtol=None, atol=None)
             if worst is None or excess[i] > worst[0]:
                 ev = e if np.ndim(e) == 0 else e[i]
                 worst = (float(excess[i]), lo + i, float(g[i]), float(ev), float(err[i]))
-    report = {"max_abs_err": max_abs, "max_rel_err": max_rel, "rtol": rtol, "atol": atol,
-              "elements": int(g_flat.size)}
+    report = {"max_abs_err": max_abs, "max_rel_err": max_rel, "rtol": rtol, "atol": atol, "elements": int(g_flat.size)}
     if nbad:
         _, flat, gv, ev, err = worst
         idx = tuple(int(x) for x in np.unravel_index(flat, got_a.shape)) if got_a.ndim else ()
         raise VerificationError(
             f"{what}: {nbad} of {g_flat.size} elements outside rtol={rtol:g} atol={atol:g}; worst at index "
-            f"{idx}: got {gv!r}, expected {ev!r} (abs err {err:.3g}, |ref| max {scale:.3g})")
+            f"{idx}: got {gv!r}, expected {ev!r} (abs err {err:.3g}, |ref| max {scale:.3g})"
+        )
     return report

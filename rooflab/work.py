@@ -5,6 +5,7 @@ table, NVBench's declared reads and writes). Conventions: 1 FMA = 2 FLOP; bytes 
 kernel is *required* to read and write (STREAM convention: write-allocate traffic is not counted,
 so a normal-store triad moves 32 B per element on the wire but is credited 24 B).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -26,9 +27,10 @@ class Work:
         """FLOP per byte moved (inf when the kernel moves nothing)."""
         return self.flops / self.bytes if self.bytes else float("inf")
 
-    def scaled(self, factor: float) -> "Work":
-        return Work(self.flops * factor, self.bytes_read * factor, self.bytes_written * factor,
-                    int(self.launches * factor))
+    def scaled(self, factor: float) -> Work:
+        return Work(
+            self.flops * factor, self.bytes_read * factor, self.bytes_written * factor, int(self.launches * factor)
+        )
 
     def as_dict(self) -> dict:
         d = asdict(self)

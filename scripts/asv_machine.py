@@ -6,6 +6,7 @@
 asv's own `asv machine` has no GPU field; extra keys in ~/.asv-machine.json are kept and shown as
 selectable parameters by `asv publish`, so the GPU name, driver and memory go there.
 """
+
 import json
 import platform
 import subprocess
@@ -21,10 +22,28 @@ def main() -> int:
     cpu = d["cpu"]
     mid = d["id"]
     caches = ", ".join(f"{c['name']} {fmt_bytes(c['size_bytes'])}" for c in cpu["caches"])
-    subprocess.run([sys.executable, "-m", "asv", "machine", "--yes", "--machine", mid,
-                    "--os", d["os"], "--arch", platform.machine(),
-                    "--cpu", f"{cpu['model']} ({cpu['physical_cores']} cores; {caches})",
-                    "--num_cpu", str(cpu["physical_cores"]), "--ram", str(d["memory_bytes"] or 0)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "asv",
+            "machine",
+            "--yes",
+            "--machine",
+            mid,
+            "--os",
+            d["os"],
+            "--arch",
+            platform.machine(),
+            "--cpu",
+            f"{cpu['model']} ({cpu['physical_cores']} cores; {caches})",
+            "--num_cpu",
+            str(cpu["physical_cores"]),
+            "--ram",
+            str(d["memory_bytes"] or 0),
+        ],
+        check=True,
+    )
     path = Path.home() / ".asv-machine.json"
     conf = json.loads(path.read_text())
     entry = conf[mid]

@@ -14,6 +14,7 @@ working set per thread) ``--rounds`` times and reports medians and the ratio roo
 likwid-bench comes from Debian's `likwid` package (apt-get install likwid); its code is not vendored.
 Writes results/<machine-id>/peers-<timestamp>.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,10 +26,10 @@ from pathlib import Path
 from statistics import median
 
 import numpy as np
+from rooflab.kernels.cpu import ert, stream
 
 import rooflab
 from rooflab import machine
-from rooflab.kernels.cpu import ert, stream
 from rooflab.memory import aligned_empty
 from rooflab.results import atomic_write_json, utc_now
 from rooflab.runner import Runner, Settings
@@ -36,8 +37,12 @@ from rooflab.runner import Runner, Settings
 
 def likwid(test: str, size: str, threads: int) -> float:
     """MFLOP/s or MByte/s reported by likwid-bench, as GFLOP/s or GB/s."""
-    out = subprocess.run(["likwid-bench", "-t", test, "-W", f"N:{size}:{threads}", "-s", "1"],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        ["likwid-bench", "-t", test, "-W", f"N:{size}:{threads}", "-s", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     key = "MFlops/s" if test.startswith("peakflops") else "MByte/s"
     m = re.search(rf"^{re.escape(key)}:\s+([\d.]+)", out.stdout, re.M)
     if not m:
@@ -66,8 +71,9 @@ def main() -> int:
     def ert_peak(dtype, threads):
         block = ert.block_elements(l1, np.dtype(dtype).itemsize, 8)
         (a,) = rooflab.get_variant("cpu.ert.fma").inputs(block * threads, dtype)
-        r = runner.measure("cpu.ert.fma", (a,), threads=threads, params={"K": 64, "S": 8, "block": block},
-                           verify_params={"reps": 2})
+        r = runner.measure(
+            "cpu.ert.fma", (a,), threads=threads, params={"K": 64, "S": 8, "block": block}, verify_params={"reps": 2}
+        )
         return r["gflops"]["median"]
 
     def read_bw(total_bytes, threads):
@@ -79,36 +85,81 @@ def main() -> int:
     tri_buf = aligned_empty(dram_total // 8)
     stream.fill_pattern(tri_buf, T)
     part = tri_buf.size // 3 // 16 * 16
-    tri = (tri_buf[:part], tri_buf[part:2 * part], tri_buf[2 * part:3 * part])
+    tri = (tri_buf[:part], tri_buf[part : 2 * part], tri_buf[2 * part : 3 * part])
 
     def triad_bw(threads):
         return runner.measure("cpu.stream.triad", tri, threads=threads)["gbps"]["median"]
 
     def update_bw(threads):
-        return runner.measure("cpu.stream.update", (tri_buf,), threads=threads,
-                              verify_params={"s": 2.0})["gbps"]["median"]
+        return runner.measure("cpu.stream.update", (tri_buf,), threads=threads, verify_params={"s": 2.0})["gbps"][
+            "median"
+        ]
 
     kb = lambda b: f"{b // 1024}kB"  # noqa: E731  likwid sizes are totals over the threads
     targets = []
     for threads in sorted({1, T}):
         targets += [
-            (f"FP64 peak {threads}T", lambda t=threads: likwid(f"peakflops_{w}_fma", kb(l1 // 2 * t), t),
-             lambda t=threads: ert_peak(np.float64, t), "GFLOP/s", 0.90),
-            (f"FP32 peak {threads}T", lambda t=threads: likwid(f"peakflops_sp_{w}_fma", kb(l1 // 2 * t), t),
-             lambda t=threads: ert_peak(np.float32, t), "GFLOP/s", 0.90),
-            (f"L1 read {threads}T vs load_avx", lambda t=threads: likwid("load_avx", kb(l1 // 2 * t), t),
-             lambda t=threads: read_bw(l1 // 2 * t, t), "GB/s", 0.80),
-            (f"L1 read {threads}T vs load_{w}", lambda t=threads: likwid(f"load_{w}", kb(l1 // 2 * t), t),
-             lambda t=threads: read_bw(l1 // 2 * t, t), "GB/s", None),
-            (f"L2 read {threads}T vs load_avx", lambda t=threads: likwid("load_avx", kb(l2 // 2 * t), t),
-             lambda t=threads: read_bw(l2 // 2 * t, t), "GB/s", 0.80),
-            (f"L2 read {threads}T vs load_{w}", lambda t=threads: likwid(f"load_{w}", kb(l2 // 2 * t), t),
-             lambda t=threads: read_bw(l2 // 2 * t, t), "GB/s", None),
+            (
+                f"FP64 peak {threads}T",
+                lambda t=threads: likwid(f"peakflops_{w}_fma", kb(l1 // 2 * t), t),
+                lambda t=threads: ert_peak(np.float64, t),
+                "GFLOP/s",
+                0.90,
+            ),
+            (
+                f"FP32 peak {threads}T",
+                lambda t=threads: likwid(f"peakflops_sp_{w}_fma", kb(l1 // 2 * t), t),
+                lambda t=threads: ert_peak(np.float32, t),
+                "GFLOP/s",
+                0.90,
+            ),
+            (
+                f"L1 read {threads}T vs load_avx",
+                lambda t=threads: likwid("load_avx", kb(l1 // 2 * t), t),
+                lambda t=threads: read_bw(l1 // 2 * t, t),
+                "GB/s",
+                0.80,
+            ),
+            (
+                f"L1 read {threads}T vs load_{w}",
+                lambda t=threads: likwid(f"load_{w}", kb(l1 // 2 * t), t),
+                lambda t=threads: read_bw(l1 // 2 * t, t),
+                "GB/s",
+                None,
+            ),
+            (
+                f"L2 read {threads}T vs load_avx",
+                lambda t=threads: likwid("load_avx", kb(l2 // 2 * t), t),
+                lambda t=threads: read_bw(l2 // 2 * t, t),
+                "GB/s",
+                0.80,
+            ),
+            (
+                f"L2 read {threads}T vs load_{w}",
+                lambda t=threads: likwid(f"load_{w}", kb(l2 // 2 * t), t),
+                lambda t=threads: read_bw(l2 // 2 * t, t),
+                "GB/s",
+                None,
+            ),
         ]
-    targets.append((f"DRAM triad {T}T (2 GB)", lambda: likwid(f"triad_{w}_fma", args.dram_bytes, T),
-                    lambda: triad_bw(T), "GB/s", 0.90))
-    targets.append((f"DRAM update {T}T (2 GB)", lambda: likwid(f"update_{w}", args.dram_bytes, T),
-                    lambda: update_bw(T), "GB/s", None))
+    targets.append(
+        (
+            f"DRAM triad {T}T (2 GB)",
+            lambda: likwid(f"triad_{w}_fma", args.dram_bytes, T),
+            lambda: triad_bw(T),
+            "GB/s",
+            0.90,
+        )
+    )
+    targets.append(
+        (
+            f"DRAM update {T}T (2 GB)",
+            lambda: likwid(f"update_{w}", args.dram_bytes, T),
+            lambda: update_bw(T),
+            "GB/s",
+            None,
+        )
+    )
     if args.only:
         targets = [t for t in targets if re.search(args.only, t[0])]
     rows = []
@@ -118,17 +169,40 @@ def main() -> int:
             p.append(peer())
             o.append(ours())
         ratio = median(o) / median(p)
-        rows.append({"target": name, "unit": unit, "likwid": p, "rooflab": o, "likwid_median": median(p),
-                     "rooflab_median": median(o), "ratio": ratio, "goal": goal,
-                     "meets_goal": None if goal is None else ratio >= goal})
+        rows.append(
+            {
+                "target": name,
+                "unit": unit,
+                "likwid": p,
+                "rooflab": o,
+                "likwid_median": median(p),
+                "rooflab_median": median(o),
+                "ratio": ratio,
+                "goal": goal,
+                "meets_goal": None if goal is None else ratio >= goal,
+            }
+        )
         flag = "" if goal is None else ("  ok" if ratio >= goal else f"  BELOW {goal:.0%}")
-        print(f"{name:34s} likwid {median(p):8.1f}  rooflab {median(o):8.1f} {unit:8s} ratio {ratio:5.2f}{flag}",
-              flush=True)
-    theo = {(q["dtype"], q["threads"]): q["gflops"] for q in machine.peaks_for(cpu, Runner().probe_clock(1)[0])["peaks"]}
+        print(
+            f"{name:34s} likwid {median(p):8.1f}  rooflab {median(o):8.1f} {unit:8s} ratio {ratio:5.2f}{flag}",
+            flush=True,
+        )
+    theo = {
+        (q["dtype"], q["threads"]): q["gflops"] for q in machine.peaks_for(cpu, Runner().probe_clock(1)[0])["peaks"]
+    }
     out = Path(args.out) / desc["id"] / f"peers-{utc_now().replace(':', '').replace('-', '')}.json"
-    atomic_write_json(out, {"kind": "rooflab-peers", "schema_version": 1, "machine": desc, "rows": rows,
-                            "theoretical_at_probed_clock": {f"{k[0]} {k[1]}T": v for k, v in theo.items()},
-                            "rounds": args.rounds, "finished": utc_now()})
+    atomic_write_json(
+        out,
+        {
+            "kind": "rooflab-peers",
+            "schema_version": 1,
+            "machine": desc,
+            "rows": rows,
+            "theoretical_at_probed_clock": {f"{k[0]} {k[1]}T": v for k, v in theo.items()},
+            "rounds": args.rounds,
+            "finished": utc_now(),
+        },
+    )
     print(f"wrote {out}")
     return 0
 

@@ -8,6 +8,7 @@ What is not: kernels are emulated in numpy by name (their closed forms, with the
 the build's options), and "CUDA events" are host clocks around the emulation. The figures this
 produces are meaningless and no test looks at their values, only at their structure.
 """
+
 from __future__ import annotations
 
 import functools
@@ -208,36 +209,74 @@ class FakeGPU:
         return RuntimeError(text)  # worded as cupy words a CUDARuntimeError
 
     def props(self):
-        return {"name": b"Fake GPU (numpy)", "major": 9, "minor": 0, "multiProcessorCount": 4,
-                "totalGlobalMem": 16 << 30, "sharedMemPerMultiprocessor": 228 << 10, "l2CacheSize": 4 << 20,
-                "memoryBusWidth": 6144}
+        return {
+            "name": b"Fake GPU (numpy)",
+            "major": 9,
+            "minor": 0,
+            "multiProcessorCount": 4,
+            "totalGlobalMem": 16 << 30,
+            "sharedMemPerMultiprocessor": 228 << 10,
+            "l2CacheSize": 4 << 20,
+            "memoryBusWidth": 6144,
+        }
 
     def install(self):
-        attrs = {"cudaDevAttrClockRate": (1, 1_980_000), "cudaDevAttrMemoryClockRate": (2, 2_619_000),
-                 "cudaDevAttrGlobalMemoryBusWidth": (3, 6144), "cudaDevAttrL2CacheSize": (4, 4 << 20),
-                 "cudaDevAttrMaxSharedMemoryPerBlockOptin": (5, 227 << 10), "cudaDevAttrMultiProcessorCount": (6, 4)}
+        attrs = {
+            "cudaDevAttrClockRate": (1, 1_980_000),
+            "cudaDevAttrMemoryClockRate": (2, 2_619_000),
+            "cudaDevAttrGlobalMemoryBusWidth": (3, 6144),
+            "cudaDevAttrL2CacheSize": (4, 4 << 20),
+            "cudaDevAttrMaxSharedMemoryPerBlockOptin": (5, 227 << 10),
+            "cudaDevAttrMultiProcessorCount": (6, 4),
+        }
         values = dict(attrs.values())
         runtime = types.SimpleNamespace(
-            getDeviceCount=lambda: 1, getDeviceProperties=lambda i: self.props(),
-            deviceGetAttribute=lambda a, i: values[a], driverGetVersion=lambda: 13000, runtimeGetVersion=lambda: 13000,
-            memGetInfo=lambda: (self.free, 16 << 30), **{k: v[0] for k, v in attrs.items()})
+            getDeviceCount=lambda: 1,
+            getDeviceProperties=lambda i: self.props(),
+            deviceGetAttribute=lambda a, i: values[a],
+            driverGetVersion=lambda: 13000,
+            runtimeGetVersion=lambda: 13000,
+            memGetInfo=lambda: (self.free, 16 << 30),
+            **{k: v[0] for k, v in attrs.items()},
+        )
         device = types.SimpleNamespace(id=0, compute_capability="90", use=lambda: None)
         stream = _Stream()
         cuda = types.ModuleType("cupy.cuda")
         cuda.__dict__.update(
-            runtime=runtime, nvrtc=self.nvrtc, Device=lambda i=0: device, Event=_Event, Stream=_Stream,
-            get_current_stream=lambda: stream, get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3)
+            runtime=runtime,
+            nvrtc=self.nvrtc,
+            Device=lambda i=0: device,
+            Event=_Event,
+            Stream=_Stream,
+            get_current_stream=lambda: stream,
+            get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3,
+        )
         cp = types.ModuleType("cupy")
         cp.__dict__.update(
-            __version__="fake", cuda=cuda, RawModule=lambda path: _RawModule(self, path),
+            __version__="fake",
+            cuda=cuda,
+            RawModule=lambda path: _RawModule(self, path),
             get_default_memory_pool=lambda: types.SimpleNamespace(free_all_blocks=lambda: None),
-            zeros=lambda *a, **k: _arr(np.zeros(*a, **k)), empty=lambda *a, **k: _arr(np.empty(*a, **k)),
-            full=lambda *a, **k: _arr(np.full(*a, **k)), arange=lambda *a, **k: _arr(np.arange(*a, **k)),
-            asarray=lambda *a, **k: _arr(np.asarray(*a, **k)), abs=np.abs, isfinite=np.isfinite,
-            count_nonzero=np.count_nonzero, argmax=np.argmax, copyto=np.copyto, matmul=self._matmul,
+            zeros=lambda *a, **k: _arr(np.zeros(*a, **k)),
+            empty=lambda *a, **k: _arr(np.empty(*a, **k)),
+            full=lambda *a, **k: _arr(np.full(*a, **k)),
+            arange=lambda *a, **k: _arr(np.arange(*a, **k)),
+            asarray=lambda *a, **k: _arr(np.asarray(*a, **k)),
+            abs=np.abs,
+            isfinite=np.isfinite,
+            count_nonzero=np.count_nonzero,
+            argmax=np.argmax,
+            copyto=np.copyto,
+            matmul=self._matmul,
             random=types.SimpleNamespace(default_rng=_Rng),
-            float16=np.float16, float32=np.float32, float64=np.float64, int32=np.int32, int64=np.int64,
-            uint64=np.uint64, __getattr__=_numpy_fallback)
+            float16=np.float16,
+            float32=np.float32,
+            float64=np.float64,
+            int32=np.int32,
+            int64=np.int64,
+            uint64=np.uint64,
+            __getattr__=_numpy_fallback,
+        )
         cupyx = types.ModuleType("cupyx")
         cupyx.empty_pinned = lambda shape, dtype=np.float64: _arr(np.empty(shape, dtype=dtype))
         for name, mod in (("cupy", cp), ("cupy.cuda", cuda), ("cupyx", cupyx)):

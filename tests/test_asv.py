@@ -1,5 +1,6 @@
 """The asv suite: config is valid, benchmarks import and run (a small subset, once), GPU benchmarks
 skip without a GPU, and a kernel that fails verification fails its benchmark instead of timing."""
+
 import dataclasses
 import json
 import os
@@ -38,8 +39,21 @@ def test_asv_check(tmp_path):
 
 def test_asv_dry_run_subset_and_gpu_skips(tmp_path):
     assert _asv(["machine", "--yes", "--machine", "ci"], tmp_path).returncode == 0
-    p = _asv(["run", "-E", f"existing:{sys.executable}", "--machine", "ci", "--quick", "--dry-run",
-              "--show-stderr", "-b", "Dispatch.time_empty|FmaPeakCPU.track_gflops|LaunchGPU"], tmp_path)
+    p = _asv(
+        [
+            "run",
+            "-E",
+            f"existing:{sys.executable}",
+            "--machine",
+            "ci",
+            "--quick",
+            "--dry-run",
+            "--show-stderr",
+            "-b",
+            "Dispatch.time_empty|FmaPeakCPU.track_gflops|LaunchGPU",
+        ],
+        tmp_path,
+    )
     out = p.stdout + p.stderr
     assert p.returncode == 0, out
     assert "FmaPeakCPU.track_gflops" in out and "failed" not in out
@@ -55,9 +69,8 @@ def test_asv_dry_run_subset_and_gpu_skips(tmp_path):
 
 def test_benchmark_with_a_wrong_kernel_fails_loudly(monkeypatch):
     sys.path.insert(0, str(ROOT))
-    from benchmarks import _common, bench_stream_cpu
-
     import rooflab.registry as reg
+    from benchmarks import _common, bench_stream_cpu
     from rooflab import VerificationError
 
     base = reg.get_variant("cpu.stream.triad")

@@ -60,13 +60,16 @@ def test_compare_flags_regressions(quick_result, tmp_path, capsys):
     assert "regressed" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["run", "--device", "tpu"], "unknown device 'tpu'"),
-    (["run", "--threads", "999"], "more than the"),
-    (["run", "--suite", "nope"], "unknown suite"),
-    (["run", "--max-working-set", "64T", "--quick"], "of memory is free"),
-    (["plot", "/nonexistent/r.json"], "no such result file"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["run", "--device", "tpu"], "unknown device 'tpu'"),
+        (["run", "--threads", "999"], "more than the"),
+        (["run", "--suite", "nope"], "unknown suite"),
+        (["run", "--max-working-set", "64T", "--quick"], "of memory is free"),
+        (["plot", "/nonexistent/r.json"], "no such result file"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(argv, needle, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a run refused part-way must not leave files in the checkout's results/
     assert _run(argv) == 2

@@ -3,6 +3,7 @@ rooflab.cuda.compiler (the exact call the GPU run makes, before it loads the cub
 spills in the ceiling kernels, the instructions the ceilings rely on are really there, knobs and
 template name expressions work, and a broken kernel fails with the compiler's log.
 Needs nvcc (for the nvcc half) or cupy + NVRTC (for the NVRTC half), not a GPU."""
+
 import re
 import shutil
 import subprocess
@@ -18,8 +19,15 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 ARCHS = ["sm_80", "sm_90"]
 SOURCES = compiler.sources()
 # the knobs the Python side compiles each source with (so the checks see what is timed)
-KNOBS = {"stream.cu": cv.STREAM, "fma.cu": cv.FMA_KNOBS, "tensor.cu": cv.MMA_KNOBS, "smem.cu": cv.SMEM_KNOBS,
-         "intensity.cu": cv.INTENSITY_KNOBS, "launch.cu": {}, "wgmma.cu": cv.WGMMA_KNOBS}
+KNOBS = {
+    "stream.cu": cv.STREAM,
+    "fma.cu": cv.FMA_KNOBS,
+    "tensor.cu": cv.MMA_KNOBS,
+    "smem.cu": cv.SMEM_KNOBS,
+    "intensity.cu": cv.INTENSITY_KNOBS,
+    "launch.cu": {},
+    "wgmma.cu": cv.WGMMA_KNOBS,
+}
 # (source, arch): every source for sm_80 and sm_90, plus the architectures its `// targets:` line names
 BUILDS = [(name, arch) for name in SOURCES for arch in ARCHS + (compiler.targets(name) or [])]
 
@@ -50,8 +58,12 @@ def _nvcc(tmp_path, name, arch, kind="-cubin", defines=None):
     src.write_text(compiler.source(name))  # exactly what NVRTC is given (includes inlined)
     out = tmp_path / f"{name}.{arch}.{kind.strip('-')}"
     opts = list(compiler.options(defines))
-    p = subprocess.run([NVCC, *opts, *_arch_flags(arch), kind, "-Xptxas", "-v", "-o", str(out), str(src)],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [NVCC, *opts, *_arch_flags(arch), kind, "-Xptxas", "-v", "-o", str(out), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return p, out
 
 
@@ -81,13 +93,20 @@ ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loa
 ptxas info    : Used 6 registers, used 0 barriers
 """
     r = compiler.parse_ptxas(log)
-    assert r["_Z8fma_peakIfEvPT_iS0_S0_Py"] == {"arch": "sm_90", "stack_bytes": 8, "spill_store_bytes": 12,
-                                               "spill_load_bytes": 16, "registers": 40, "smem_bytes": 32768}
+    assert r["_Z8fma_peakIfEvPT_iS0_S0_Py"] == {
+        "arch": "sm_90",
+        "stack_bytes": 8,
+        "spill_store_bytes": 12,
+        "spill_load_bytes": 16,
+        "registers": 40,
+        "smem_bytes": 32768,
+    }
     assert r["k2"]["registers"] == 6 and r["k2"]["arch"] == "sm_80"
     assert compiler.spills(r) == {"_Z8fma_peakIfEvPT_iS0_S0_Py": (12, 16)}
 
 
 # ---- nvcc ----------------------------------------------------------------------------------------
+
 
 @needs_nvcc
 @pytest.mark.parametrize("name,arch", BUILDS)
@@ -131,12 +150,17 @@ def test_knobs_are_injectable(tmp_path):
 def test_nvcc_reports_a_broken_source(tmp_path):
     bad = tmp_path / "bad.cu"
     bad.write_text('extern "C" __global__ void k(float* x) { x[0] = undefined_fn(); }\n')
-    p = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-o", str(tmp_path / "b.cubin"), str(bad)],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [NVCC, "-arch=sm_90", "-cubin", "-o", str(tmp_path / "b.cubin"), str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode != 0 and "undefined_fn" in p.stderr
 
 
 # ---- NVRTC (the runtime path) ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name,arch", BUILDS)
 def test_nvrtc_builds_a_cubin_without_spills(cache, name, arch):
@@ -150,8 +174,11 @@ def test_nvrtc_builds_a_cubin_without_spills(cache, name, arch):
     assert all(f"-D{k}={v}" in b.options for k, v in KNOBS[name].items())
 
 
-SM_LIMITS = {"sm_80": {"registers": 65536, "smem": 164 << 10}, "sm_90": {"registers": 65536, "smem": 228 << 10},
-             "sm_90a": {"registers": 65536, "smem": 228 << 10}}
+SM_LIMITS = {
+    "sm_80": {"registers": 65536, "smem": 164 << 10},
+    "sm_90": {"registers": 65536, "smem": 228 << 10},
+    "sm_90a": {"registers": 65536, "smem": 228 << 10},
+}
 
 
 @pytest.mark.parametrize("name,arch", BUILDS)

@@ -1,4 +1,5 @@
 """GPU tests: run only where cupy sees a CUDA device (skipped with the reason elsewhere)."""
+
 import numpy as np
 import pytest
 

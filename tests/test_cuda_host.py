@@ -1,6 +1,7 @@
 """The host side of the CUDA backend, without a GPU: how a missing cupy, driver or device is
 reported, that launch errors are named and recorded while the suite goes on, the SM clock probe's
 arithmetic, and how GPU ceilings and peer ratios are derived from records."""
+
 import sys
 
 import numpy as np
@@ -112,8 +113,16 @@ def test_measured_clock_from_cycles_and_ns():
     assert cv.measured_clock(np.zeros(8, dtype=np.uint64)) is None
 
 
-H200_LIKE = {"index": 0, "name": "test GPU", "compute_capability": "90", "sm_count": 132, "clock_ghz": 1.98,
-             "clock_source": "cudaDevAttrClockRate", "memory_clock_ghz": 2.619, "memory_bus_bits": 6144}
+H200_LIKE = {
+    "index": 0,
+    "name": "test GPU",
+    "compute_capability": "90",
+    "sm_count": 132,
+    "clock_ghz": 1.98,
+    "clock_source": "cudaDevAttrClockRate",
+    "memory_clock_ghz": 2.619,
+    "memory_bus_bits": 6144,
+}
 
 
 def _gflops(v):
@@ -135,20 +144,64 @@ def test_derive_uses_the_measured_clock_and_names_the_peers():
     gpu = {**H200_LIKE, "theoretical": backend.theoretical(H200_LIKE)}
     at_measured = 132 * 128 * 2 * 1.755
     recs = [
-        {"variant": "cuda.fma.f32", "family": "fma", "dtype": "float32", "status": "ok", "gflops": _gflops(0.95 * at_measured),
-         "sm_clock": {"ghz": 1.755}},
-        {"variant": "cuda.fma.f64", "family": "fma", "dtype": "float64", "status": "ok", "gflops": _gflops(30000.0),
-         "sm_clock": {"ghz": 9.0}},  # implausible: falls back to the maximum clock
-        {"variant": "cuda.mma.f16", "family": "tensor", "dtype": "float32", "status": "ok", "gflops": _gflops(600e3),
-         "sm_clock": None},
-        {"variant": "cuda.wgmma.f16", "family": "tensor", "dtype": "float32", "status": "ok", "gflops": _gflops(900e3),
-         "sm_clock": {"ghz": 1.98}},
-        {"variant": "peer.cublas", "family": "peer", "kernel": "cublas", "label": "cuBLAS fp16 matmul 8192",
-         "status": "ok", "gflops": _gflops(750e3)},
-        {"variant": "cuda.stream.copy", "family": "stream", "kernel": "copy", "level": "HBM", "status": "ok",
-         "working_set_bytes": 1 << 30, "gbps": _gflops(4200.0)},
-        {"variant": "peer.copy", "family": "peer", "kernel": "cupy-copy", "level": "HBM", "status": "ok",
-         "working_set_bytes": 1 << 30, "gbps": _gflops(4000.0)},
+        {
+            "variant": "cuda.fma.f32",
+            "family": "fma",
+            "dtype": "float32",
+            "status": "ok",
+            "gflops": _gflops(0.95 * at_measured),
+            "sm_clock": {"ghz": 1.755},
+        },
+        {
+            "variant": "cuda.fma.f64",
+            "family": "fma",
+            "dtype": "float64",
+            "status": "ok",
+            "gflops": _gflops(30000.0),
+            "sm_clock": {"ghz": 9.0},
+        },  # implausible: falls back to the maximum clock
+        {
+            "variant": "cuda.mma.f16",
+            "family": "tensor",
+            "dtype": "float32",
+            "status": "ok",
+            "gflops": _gflops(600e3),
+            "sm_clock": None,
+        },
+        {
+            "variant": "cuda.wgmma.f16",
+            "family": "tensor",
+            "dtype": "float32",
+            "status": "ok",
+            "gflops": _gflops(900e3),
+            "sm_clock": {"ghz": 1.98},
+        },
+        {
+            "variant": "peer.cublas",
+            "family": "peer",
+            "kernel": "cublas",
+            "label": "cuBLAS fp16 matmul 8192",
+            "status": "ok",
+            "gflops": _gflops(750e3),
+        },
+        {
+            "variant": "cuda.stream.copy",
+            "family": "stream",
+            "kernel": "copy",
+            "level": "HBM",
+            "status": "ok",
+            "working_set_bytes": 1 << 30,
+            "gbps": _gflops(4200.0),
+        },
+        {
+            "variant": "peer.copy",
+            "family": "peer",
+            "kernel": "cupy-copy",
+            "level": "HBM",
+            "status": "ok",
+            "working_set_bytes": 1 << 30,
+            "gbps": _gflops(4000.0),
+        },
         {"variant": "cuda.stream.read", "family": "stream", "kernel": "read", "level": "HBM", "status": "failed"},
     ]
     data = {"records": recs, "machine": {"gpu": gpu}}
@@ -159,7 +212,9 @@ def test_derive_uses_the_measured_clock_and_names_the_peers():
     assert f32["fraction_of_theoretical_at_max_clock"] == pytest.approx(0.95 * 1.755 / 1.98)
     f64 = ceilings["float64 FMA peak"]
     assert f64["theoretical_clock"] == "maximum" and "implausible" in f64["sm_clock_rejected"]
-    assert ceilings["float16 tensor-core peak (mma.sync)"]["fraction_of_theoretical"] == pytest.approx(600e3 / (132 * 4096 * 1.98))
+    assert ceilings["float16 tensor-core peak (mma.sync)"]["fraction_of_theoretical"] == pytest.approx(
+        600e3 / (132 * 4096 * 1.98)
+    )
     assert ceilings["float16 tensor-core peak (wgmma)"]["theoretical_clock"] == "measured"
     assert "HBM read bandwidth" not in ceilings  # a failed record gives no figure
     ratios = {r["what"]: r["ratio"] for r in data["peer_ratios"]}

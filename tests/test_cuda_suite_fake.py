@@ -1,6 +1,7 @@
 """The GPU ceilings suite end to end on a numpy stand-in for cupy (tests/fake_gpu.py): the kernels
 really compile with NVRTC, the harness, records, ceilings, plots and report are the real ones; only
 the kernels' execution and the event timings are emulated, so nothing here looks at a figure."""
+
 import itertools
 import json
 
@@ -8,7 +9,6 @@ import pytest
 
 from rooflab import cli
 from rooflab.cuda import suite
-
 from tests import fake_gpu
 
 pytest.importorskip("cupy")
@@ -45,15 +45,22 @@ def _result(out):
 def test_the_whole_suite_runs_and_records_every_ceiling(env, monkeypatch, capsys):
     fake_gpu.FakeGPU(monkeypatch).install()
     out = env / "results"
-    assert cli.main(["run", "--device", "cuda", "--quick", "--budget", "0.002", "--out", str(out)]) == 0, capsys.readouterr().err
+    assert cli.main(["run", "--device", "cuda", "--quick", "--budget", "0.002", "--out", str(out)]) == 0, (
+        capsys.readouterr().err
+    )
     f, d = _result(out)
     assert d["status"] == "complete" and d["errors"] == []
     assert all(r["verified"] for r in d["records"] if r["family"] not in ("peer", "memcpy", "launch"))
     names = {c["name"] for c in d["ceilings"]}
     for level in ("HBM", "L2", "shared", "host"):
         assert any(n.startswith(level) for n in names), level
-    assert {"float32 FMA peak", "float64 FMA peak", "float16 tensor-core peak (mma.sync)",
-            "bfloat16 tensor-core peak (mma.sync)", "float16 tensor-core peak (wgmma)"} <= names
+    assert {
+        "float32 FMA peak",
+        "float64 FMA peak",
+        "float16 tensor-core peak (mma.sync)",
+        "bfloat16 tensor-core peak (mma.sync)",
+        "float16 tensor-core peak (wgmma)",
+    } <= names
     assert {"launch: enqueue", "launch: roundtrip", "launch: graph"} <= names
     fma = next(c for c in d["ceilings"] if c["name"] == "float32 FMA peak")
     assert fma["theoretical_clock"] == "measured" and fma["theoretical_clock_ghz"] == pytest.approx(1.9)
@@ -102,8 +109,23 @@ def test_model_ops_are_placed_on_the_gpu_ceilings(env, monkeypatch, capsys):
     fake_gpu.FakeGPU(monkeypatch).install()
     out = env / "results"
     assert cli.main(["run", "--device", "cuda", "--quick", "--budget", "0.002", "--no-plot", "--out", str(out)]) == 0
-    rc = cli.main(["run", "--device", "cuda", "--suite", "models", "--model", "gpt2-decode", "--quick",
-                   "--budget", "0.002", "--no-plot", "--out", str(out)])
+    rc = cli.main(
+        [
+            "run",
+            "--device",
+            "cuda",
+            "--suite",
+            "models",
+            "--model",
+            "gpt2-decode",
+            "--quick",
+            "--budget",
+            "0.002",
+            "--no-plot",
+            "--out",
+            str(out),
+        ]
+    )
     (f,) = out.glob("*/rooflab-models-cuda-*.json")
     d = json.loads(f.read_text())
     assert d["ceilings_source"].endswith(".json") and "rooflab-ceilings-cuda-" in d["ceilings_source"]

@@ -1,10 +1,11 @@
 """Every CPU variant is checked against its numpy reference on random data, at sizes that hit the
 remainder loops and at 1 and all threads; and the compiled code is the code we think it is."""
+
 import numpy as np
 import pytest
+from rooflab.kernels.cpu import clock, ert, stream
 
 import rooflab
-from rooflab.kernels.cpu import clock, ert, stream
 from rooflab.runner import Runner, Settings
 from rooflab.threads import max_threads
 
@@ -14,11 +15,23 @@ RUNNER = Runner(Settings(budget_s=0.0, min_samples=1, probe_clock=False, max_att
 
 def test_registry_lists_families_and_devices():
     names = [v.name for v in rooflab.list_variants(device="cpu")]
-    for n in ("cpu.stream.read", "cpu.stream.copy", "cpu.stream.triad", "cpu.ert.fma",
-              "cpu.latency.empty", "cpu.latency.ufunc", "cpu.latency.fork_join", "cpu.clock.add_chain"):
+    for n in (
+        "cpu.stream.read",
+        "cpu.stream.copy",
+        "cpu.stream.triad",
+        "cpu.ert.fma",
+        "cpu.latency.empty",
+        "cpu.latency.ufunc",
+        "cpu.latency.fork_join",
+        "cpu.clock.add_chain",
+    ):
         assert n in names
     assert [v.name for v in rooflab.list_variants(family="stream", device="cpu")] == [
-        "cpu.stream.read", "cpu.stream.copy", "cpu.stream.triad", "cpu.stream.update"]
+        "cpu.stream.read",
+        "cpu.stream.copy",
+        "cpu.stream.triad",
+        "cpu.stream.update",
+    ]
     assert "stream" in rooflab.list_families("cpu")
     assert {v.device for v in rooflab.list_variants(family="stream")} == {"cpu", "cuda"}
     with pytest.raises(rooflab.RooflabError, match="unknown kernel variant"):
@@ -63,8 +76,11 @@ def test_ert_rejects_ragged_arrays():
 
 
 def test_latency_variants_verify():
-    for name, inputs in (("cpu.latency.empty", ()), ("cpu.latency.ufunc", rooflab.get_variant("cpu.latency.ufunc").inputs(8)),
-                         ("cpu.latency.fork_join", (np.zeros(THREADS[-1]),))):
+    for name, inputs in (
+        ("cpu.latency.empty", ()),
+        ("cpu.latency.ufunc", rooflab.get_variant("cpu.latency.ufunc").inputs(8)),
+        ("cpu.latency.fork_join", (np.zeros(THREADS[-1]),)),
+    ):
         v = rooflab.get_variant(name)
         RUNNER.verify(v, inputs, v.params(), THREADS[-1] if name.endswith("join") else 1)
 
@@ -108,8 +124,9 @@ def test_copy_is_a_load_store_loop_not_memcpy():
     k(a, a, 1, 1, 0.0)
     asm = _asm(k)
     assert "memcpy" not in asm and "memmove" not in asm
-    assert any(("vmovup" in ln or "vmovap" in ln or "vadd" in ln) and ("%ymm" in ln or "%zmm" in ln)
-               for ln in asm.splitlines())
+    assert any(
+        ("vmovup" in ln or "vmovap" in ln or "vadd" in ln) and ("%ymm" in ln or "%zmm" in ln) for ln in asm.splitlines()
+    )
 
 
 @pytest.mark.skipif(not clock.SUPPORTED, reason="x86-64 assembly checks")

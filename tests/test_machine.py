@@ -12,8 +12,13 @@ def _fake_sysfs(root: Path):
         (base / "topology" / "core_id").write_text(f"{cpu}\n")
         (base / "topology" / "physical_package_id").write_text("0\n")
         for idx, (level, typ, size, shared) in enumerate(
-                [(1, "Data", "32K", str(cpu)), (1, "Instruction", "32K", str(cpu)),
-                 (2, "Unified", "512K", str(cpu)), (3, "Unified", "32768K", "0-1")]):
+            [
+                (1, "Data", "32K", str(cpu)),
+                (1, "Instruction", "32K", str(cpu)),
+                (2, "Unified", "512K", str(cpu)),
+                (3, "Unified", "32768K", "0-1"),
+            ]
+        ):
             d = base / "cache" / f"index{idx}"
             d.mkdir(parents=True)
             (d / "level").write_text(f"{level}\n")

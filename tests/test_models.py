@@ -11,9 +11,14 @@ from rooflab.models.userops import parse_ops
 def test_resnet50_matches_published_totals():
     r = catalog.model_ops("resnet50", batch=1)
     assert sum(ops.macs(o) for o in r) / 1e9 == pytest.approx(4.089, abs=0.001)  # torchvision: 4.09 GMACs
-    assert sum(ops.params(o) for o in r) == 25_557_032                          # torchvision num_params
+    assert sum(ops.params(o) for o in r) == 25_557_032  # torchvision num_params
     kinds = [o["kind"] for o in r]
-    assert (kinds.count("conv2d"), kinds.count("batchnorm"), kinds.count("relu"), kinds.count("add")) == (53, 53, 49, 16)
+    assert (kinds.count("conv2d"), kinds.count("batchnorm"), kinds.count("relu"), kinds.count("add")) == (
+        53,
+        53,
+        49,
+        16,
+    )
     r32 = catalog.model_ops("resnet50", batch=32)
     assert sum(ops.macs(o) for o in r32) == pytest.approx(32 * 4.0892e9, rel=1e-3)
 
@@ -31,30 +36,47 @@ def test_bert_and_gpt2_parameter_counts():
 def test_formulas_on_hand_examples():
     g = ops.normalize({"kind": "matmul", "shape": {"M": 2, "N": 3, "K": 4}, "dtype": "float32"})
     assert ops.flops(g) == 48 and ops.min_bytes(g) == 4 * (8 + 12 + 6)
-    c = ops.normalize({"kind": "conv2d", "shape": {"N": 1, "C": 3, "H": 224, "W": 224, "K": 64, "R": 7, "S": 7,
-                                                   "stride": 2, "pad": 3}, "dtype": "fp16"})
+    c = ops.normalize(
+        {
+            "kind": "conv2d",
+            "shape": {"N": 1, "C": 3, "H": 224, "W": 224, "K": 64, "R": 7, "S": 7, "stride": 2, "pad": 3},
+            "dtype": "fp16",
+        }
+    )
     assert c["shape"]["P"] == 112 and ops.flops(c) == 236_027_904 and ops.min_bytes(c) == 1_925_504  # research catalog
     assert ops.flops(ops.normalize({"kind": "layernorm", "shape": {"rows": 2, "cols": 10}})) == 100
     relu = ops.normalize({"kind": "relu", "shape": {"numel": 100}})
     assert ops.intensity(relu) == pytest.approx(1 / 8)
 
 
-@pytest.mark.parametrize("bad,needle", [
-    ({"kind": "fft", "shape": {}}, "unknown kind"),
-    ({"kind": "gemm", "shape": {"M": 1, "N": 2}}, "missing shape field(s) K"),
-    ({"kind": "gemm", "shape": {"M": -1, "N": 2, "K": 2}}, "non-negative integer"),
-    ({"kind": "conv2d", "shape": {"N": 1, "C": 3, "H": 8, "W": 8, "K": 4, "R": 3, "S": 3, "P": 99}}, "inconsistent"),
-    ({"kind": "gemm", "shape": {"M": 1, "N": 2, "K": 2}, "dtype": "int4"}, "unknown dtype"),
-])
+@pytest.mark.parametrize(
+    "bad,needle",
+    [
+        ({"kind": "fft", "shape": {}}, "unknown kind"),
+        ({"kind": "gemm", "shape": {"M": 1, "N": 2}}, "missing shape field(s) K"),
+        ({"kind": "gemm", "shape": {"M": -1, "N": 2, "K": 2}}, "non-negative integer"),
+        (
+            {"kind": "conv2d", "shape": {"N": 1, "C": 3, "H": 8, "W": 8, "K": 4, "R": 3, "S": 3, "P": 99}},
+            "inconsistent",
+        ),
+        ({"kind": "gemm", "shape": {"M": 1, "N": 2, "K": 2}, "dtype": "int4"}, "unknown dtype"),
+    ],
+)
 def test_bad_ops_get_clear_messages(bad, needle):
     with pytest.raises(RooflabError, match=needle.replace("(", r"\(").replace(")", r"\)")):
         ops.normalize(bad)
 
 
 def test_user_ops_skip_bad_ones_and_keep_the_rest():
-    good, bad = parse_ops({"ops": [{"kind": "gemm", "shape": {"M": 4, "N": 4, "K": 4}},
-                                   {"kind": "nope", "shape": {}},
-                                   {"kind": "softmax", "shape": {"rows": 4}}]})
+    good, bad = parse_ops(
+        {
+            "ops": [
+                {"kind": "gemm", "shape": {"M": 4, "N": 4, "K": 4}},
+                {"kind": "nope", "shape": {}},
+                {"kind": "softmax", "shape": {"rows": 4}},
+            ]
+        }
+    )
     assert [o["kind"] for o in good] == ["gemm"] and len(bad) == 2
     assert "unknown kind" in bad[0]["error"] and "cols" in bad[1]["error"]
 
@@ -87,8 +109,10 @@ def test_cache_resident_flag():
 
 
 def test_model_summary_shares():
-    placed = [{"class": "memory-bound", "total_time_s": 3.0, "flops": 1.0, "count": 1},
-              {"class": "latency-bound", "total_time_s": 1.0, "flops": 1.0, "count": 1}]
+    placed = [
+        {"class": "memory-bound", "total_time_s": 3.0, "flops": 1.0, "count": 1},
+        {"class": "latency-bound", "total_time_s": 1.0, "flops": 1.0, "count": 1},
+    ]
     s = place.summarize_model(placed)
     assert s["share_pct"] == {"latency-bound": 25.0, "memory-bound": 75.0}
     assert "75% memory-bound" in place.summary_line("m", "cpu", s)
@@ -96,19 +120,25 @@ def test_model_summary_shares():
 
 # ---- execution: every op kind runs and matches its float64 reference -----------------------------
 
-@pytest.mark.parametrize("raw", [
-    {"kind": "gemm", "shape": {"M": 33, "N": 17, "K": 65, "bias": True}},
-    {"kind": "batched_gemm", "shape": {"batch": 3, "M": 5, "N": 7, "K": 9}},
-    {"kind": "conv2d", "shape": {"N": 2, "C": 3, "H": 11, "W": 9, "K": 4, "R": 3, "S": 3, "stride": 2, "pad": 1}},
-    {"kind": "conv2d", "shape": {"N": 1, "C": 8, "H": 5, "W": 5, "K": 6, "R": 1, "S": 1}},
-    {"kind": "batchnorm", "shape": {"N": 2, "C": 3, "H": 4, "W": 5}},
-    {"kind": "relu", "shape": {"numel": 1000}}, {"kind": "gelu", "shape": {"numel": 1000}},
-    {"kind": "add", "shape": {"numel": 1000}}, {"kind": "softmax", "shape": {"rows": 6, "cols": 50}},
-    {"kind": "layernorm", "shape": {"rows": 6, "cols": 50}},
-    {"kind": "embedding", "shape": {"tokens": 10, "dim": 8, "vocab": 100, "tables": 3}},
-    {"kind": "maxpool", "shape": {"N": 1, "C": 2, "H": 9, "W": 9, "kernel": 3, "stride": 2, "pad": 1}},
-    {"kind": "avgpool", "shape": {"N": 2, "C": 3, "H": 4, "W": 4}},
-])
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"kind": "gemm", "shape": {"M": 33, "N": 17, "K": 65, "bias": True}},
+        {"kind": "batched_gemm", "shape": {"batch": 3, "M": 5, "N": 7, "K": 9}},
+        {"kind": "conv2d", "shape": {"N": 2, "C": 3, "H": 11, "W": 9, "K": 4, "R": 3, "S": 3, "stride": 2, "pad": 1}},
+        {"kind": "conv2d", "shape": {"N": 1, "C": 8, "H": 5, "W": 5, "K": 6, "R": 1, "S": 1}},
+        {"kind": "batchnorm", "shape": {"N": 2, "C": 3, "H": 4, "W": 5}},
+        {"kind": "relu", "shape": {"numel": 1000}},
+        {"kind": "gelu", "shape": {"numel": 1000}},
+        {"kind": "add", "shape": {"numel": 1000}},
+        {"kind": "softmax", "shape": {"rows": 6, "cols": 50}},
+        {"kind": "layernorm", "shape": {"rows": 6, "cols": 50}},
+        {"kind": "embedding", "shape": {"tokens": 10, "dim": 8, "vocab": 100, "tables": 3}},
+        {"kind": "maxpool", "shape": {"N": 1, "C": 2, "H": 9, "W": 9, "kernel": 3, "stride": 2, "pad": 1}},
+        {"kind": "avgpool", "shape": {"N": 2, "C": 3, "H": 4, "W": 4}},
+    ],
+)
 def test_every_op_kind_executes_correctly(raw):
     from rooflab.verify import check
 

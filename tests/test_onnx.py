@@ -1,11 +1,11 @@
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import numpy as np  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from rooflab.models.onnx_import import ops_from_model  # noqa: E402
 from rooflab.models import ops as opsmod  # noqa: E402
+from rooflab.models.onnx_import import ops_from_model  # noqa: E402
 
 
 def _model():
@@ -29,7 +29,14 @@ def _model():
 def test_onnx_graph_maps_to_ops_and_lists_unsupported():
     ops, unsupported = ops_from_model(_model())
     kinds = {o["name"]: o["kind"] for o in ops}
-    assert kinds == {"conv": "conv2d", "relu": "relu", "add": "add", "gap": "avgpool", "fc": "gemm", "softmax": "softmax"}
+    assert kinds == {
+        "conv": "conv2d",
+        "relu": "relu",
+        "add": "add",
+        "gap": "avgpool",
+        "fc": "gemm",
+        "softmax": "softmax",
+    }
     conv = next(o for o in ops if o["name"] == "conv")
     assert conv["shape"]["P"] == 16 and opsmod.flops(conv) == 2 * 8 * 16 * 16 * 3 * 9
     fc = next(o for o in ops if o["name"] == "fc")

@@ -1,4 +1,5 @@
 """The HTML report renders in a real headless browser: its images decode and its tables are there."""
+
 import json
 import re
 import shutil
@@ -9,9 +10,17 @@ import pytest
 from rooflab import cli
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--virtual-time-budget=10000"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--virtual-time-budget=10000",
+]
 
 
 def _report(quick_result, tmp_path, extra=()):
@@ -45,8 +54,12 @@ def test_report_renders_in_headless_chromium(quick_result, tmp_path):
     other.write_text(json.dumps(d))
     page = _report(quick_result, tmp_path, extra=[str(other)])
     prof = tmp_path / "profile"
-    dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={prof}", "--dump-dom", page.as_uri()],
-                         capture_output=True, text=True, timeout=120)
+    dom = subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={prof}", "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert dom.returncode == 0, dom.stderr[-2000:]
     m = re.search(r"<title>rooflab-report rendered images=(\d+)/(\d+) tables=(\d+) rows=(\d+)</title>", dom.stdout)
     assert m, dom.stdout[:500]
@@ -55,8 +68,11 @@ def test_report_renders_in_headless_chromium(quick_result, tmp_path):
     assert tables >= 7 and rows >= 40
     assert 'data-rendered="yes"' in dom.stdout
     shot = tmp_path / "shot.png"
-    subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={prof}", "--window-size=1280,2400",
-                    f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120)
+    subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={prof}", "--window-size=1280,2400", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True,
+        timeout=120,
+    )
     import matplotlib.image as mpimg
 
     px = mpimg.imread(shot)

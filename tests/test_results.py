@@ -13,9 +13,16 @@ def _writer(tmp_path):
 def test_round_trip_and_incremental_saves(tmp_path):
     w = _writer(tmp_path)
     w.save()
-    rec = {"variant": "cpu.stream.read", "label": "read 8 KiB", "threads": 1, "kernel": "read",
-           "working_set_bytes": 8192, "status": "ok", "gbps": {"median": 10.0},
-           "work": {"flops": 1.0, "bytes": 8.0}}
+    rec = {
+        "variant": "cpu.stream.read",
+        "label": "read 8 KiB",
+        "threads": 1,
+        "kernel": "read",
+        "working_set_bytes": 8192,
+        "status": "ok",
+        "gbps": {"median": 10.0},
+        "work": {"flops": 1.0, "bytes": 8.0},
+    }
     w.add_record(rec, sweep="bandwidth")
     on_disk = load(w.path)
     assert on_disk["status"] == "running" and on_disk["records"][0]["label"] == "read 8 KiB"

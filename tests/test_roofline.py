@@ -28,17 +28,24 @@ def test_windows_scale_private_caches_with_threads():
 
 
 def _points(profile, threads=1, kernel="read"):
-    return [{"working_set_bytes": s, "gbps": {"median": v}, "threads": threads, "kernel": kernel, "status": "ok"}
-            for s, v in profile]
+    return [
+        {"working_set_bytes": s, "gbps": {"median": v}, "threads": threads, "kernel": kernel, "status": "ok"}
+        for s, v in profile
+    ]
 
 
 def test_bandwidth_ceilings_from_a_synthetic_staircase():
     sizes = [8 << 10 << i for i in range(18)]  # 8 KiB .. 1 GiB
+
     def bw(s):
-        if s <= 32 << 10: return 100.0
-        if s <= 512 << 10: return 50.0
-        if s <= 8 << 20: return 30.0  # the L3 plateau ends at 8 MiB although the OS says 32 MiB
+        if s <= 32 << 10:
+            return 100.0
+        if s <= 512 << 10:
+            return 50.0
+        if s <= 8 << 20:
+            return 30.0  # the L3 plateau ends at 8 MiB although the OS says 32 MiB
         return 10.0
+
     pts = _points([(s, bw(s)) for s in sizes])
     cs = {c["level"]: c for c in bandwidth_ceilings(pts, CACHES, 1, "read")}
     assert set(cs) == {"L1", "L2", "L3", "DRAM"}
@@ -57,12 +64,14 @@ def test_median_is_robust_to_one_outlier():
 
 
 def test_roofline_lookup_prefers_the_fastest_kernel_per_level():
-    result = {"ceilings": [
-        {"name": "p", "kind": "compute", "dtype": "float64", "threads": 2, "value": 200.0, "unit": "GFLOP/s"},
-        {"name": "d1", "kind": "bandwidth", "level": "DRAM", "threads": 2, "kernel": "read", "value": 30.0},
-        {"name": "d2", "kind": "bandwidth", "level": "DRAM", "threads": 2, "kernel": "triad", "value": 25.0},
-        {"name": "l1", "kind": "bandwidth", "level": "L1", "threads": 2, "kernel": "read", "value": 500.0},
-    ]}
+    result = {
+        "ceilings": [
+            {"name": "p", "kind": "compute", "dtype": "float64", "threads": 2, "value": 200.0, "unit": "GFLOP/s"},
+            {"name": "d1", "kind": "bandwidth", "level": "DRAM", "threads": 2, "kernel": "read", "value": 30.0},
+            {"name": "d2", "kind": "bandwidth", "level": "DRAM", "threads": 2, "kernel": "triad", "value": 25.0},
+            {"name": "l1", "kind": "bandwidth", "level": "L1", "threads": 2, "kernel": "read", "value": 500.0},
+        ]
+    }
     rf = Roofline(result)
     assert rf.peak("float64", 2)["value"] == 200.0 and rf.peak("float32", 2) is None
     assert [c["level"] for c in rf.memory_roofs(2)] == ["L1", "DRAM"]

@@ -35,7 +35,7 @@ def test_time_cpu_keeps_all_samples_and_meets_minimum():
 
 
 def test_calibrate_reaches_target():
-    reps = calibrate(lambda r: (lambda: time.sleep(r * 1e-4)), target_s=0.005)
+    reps = calibrate(lambda r: lambda: time.sleep(r * 1e-4), target_s=0.005)
     assert 40 <= reps <= 200
 
 

@@ -46,7 +46,8 @@ def test_runner_refuses_to_time_wrong_kernels(make):
     inputs = v.inputs(n, np.float64)
     params = {"block": n} if v.family == "ert" else {}
     rec = Runner(Settings(budget_s=0.01, probe_clock=False)).measure(
-        v, inputs, threads=1, params=params, verify_params={"reps": 2} if v.family == "ert" else None)
+        v, inputs, threads=1, params=params, verify_params={"reps": 2} if v.family == "ert" else None
+    )
     assert rec["status"] == "failed" and rec["verified"] is False
     assert "elements outside" in rec["error"]
     assert "gflops" not in rec and "gbps" not in rec and "time_s" not in rec

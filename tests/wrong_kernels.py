@@ -3,6 +3,7 @@
 Each is a registered variant's twin with one classic bug; tests assert that the runner refuses
 to time them and that the message names the element that is wrong.
 """
+
 import dataclasses
 
 import numpy as np
@@ -38,8 +39,9 @@ def triad_off_by_one():
 
 def sum_skips_tail():
     base = get_variant("cpu.stream.read")
-    return dataclasses.replace(base, name="wrong.sum_skips_tail",
-                               kernel=lambda a, reps=1, threads=None: reps * _sum_skips_tail(a))
+    return dataclasses.replace(
+        base, name="wrong.sum_skips_tail", kernel=lambda a, reps=1, threads=None: reps * _sum_skips_tail(a)
+    )
 
 
 def fma_one_short():

@@ -10,6 +10,7 @@ The chain is inline assembly, so LLVM cannot fold it into one add. The addend is
 an immediate: Golden Cove and later Intel cores execute ``add $imm, %reg`` in the renamer at zero
 latency (measured here: a "20 GHz" immediate chain).
 """
+
 from __future__ import annotations
 
 import platform

@@ -17,9 +17,10 @@ Napkin: 2 x 512-bit FMA pipes at 3.5 GHz = 112 GFLOP/s per core in fp64, so K=32
 The K x S body is generated source (ERT does the same with C macros): loop counts must be
 compile-time constants for LLVM to keep every chain in registers.
 """
+
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 from numba import njit, prange
@@ -54,7 +55,7 @@ def ert_source(K: int, S: int) -> str:
     return "\n".join(lines + body) + "\n"
 
 
-@lru_cache(maxsize=None)
+@cache
 def ert_kernel(K: int = DEFAULT_K, S: int = DEFAULT_S):
     """Compiled (lazily, per dtype) ERT kernel with K FMAs per element per pass and S streams."""
     if K < 1 or S < 1:
@@ -85,5 +86,5 @@ def reference(x0: np.ndarray, total_fmas: int, alpha, beta) -> np.ndarray:
     """Closed form of ``total_fmas`` steps of x = x*alpha + beta, in float64."""
     a = float(alpha)
     b = float(beta)
-    am = a ** total_fmas
+    am = a**total_fmas
     return np.asarray(x0, dtype=np.float64) * am + b * (1.0 - am) / (1.0 - a)

@@ -8,6 +8,7 @@
             wake-up and barrier cost of the OpenMP/TBB pool (2-20 us depending on wait policy).
 An op whose time is within 2x of these is latency-bound: making it faster means calling less.
 """
+
 from __future__ import annotations
 
 import numpy as np

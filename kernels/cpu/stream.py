@@ -21,13 +21,13 @@ Code-generation notes (checked by tests through the assembly):
 - copy adds a runtime ``zero`` without fastmath: x + 0.0 is not x for -0.0, so LLVM cannot turn
   the loop into memcpy (glibc's memcpy switches to non-temporal stores and measures another path).
 """
+
 from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
 
 import rooflab._numba_env  # noqa: F401
-
 
 ALIGN_ELEMS = 16  # chunk and stream starts are multiples of 16 elements = 64 B (a cache line)
 
@@ -45,10 +45,10 @@ def _sum4(x, reps):
     # Stream starts on cache lines: a 64 B vector load that straddles two lines costs two loads.
     h = (x.size // 4) // ALIGN_ELEMS * ALIGN_ELEMS
     a0 = x[0:h]
-    a1 = x[h:2 * h]
-    a2 = x[2 * h:3 * h]
-    a3 = x[3 * h:4 * h]
-    tail = x[4 * h:]
+    a1 = x[h : 2 * h]
+    a2 = x[2 * h : 3 * h]
+    a3 = x[3 * h : 4 * h]
+    tail = x[4 * h :]
     s0 = x.dtype.type(0)
     s1 = x.dtype.type(0)
     s2 = x.dtype.type(0)

@@ -12,6 +12,7 @@ The clock is the device's maximum SM clock (cudaDevAttrClockRate; CUDA 13 remove
 cudaDeviceProp) unless a measured one is given: the suite measures the SM clock during its compute
 runs on the chip itself and reports every fraction against the peak at that clock.
 """
+
 from __future__ import annotations
 
 import functools
@@ -21,10 +22,20 @@ from ..errors import DeviceUnavailable, first_line
 # per-SM throughput per clock, by compute capability (major, minor)
 SM_FACTS = {
     (8, 0): {"fp32": 64, "fp64": 32, "tensor_fp16": 2048, "source": "NVIDIA A100 whitepaper"},
-    (8, 6): {"fp32": 128, "fp64": 2, "tensor_fp16": 512, "assumed": "tensor rate of GeForce parts",
-             "source": "NVIDIA Ampere GA10x whitepaper"},
-    (8, 9): {"fp32": 128, "fp64": 2, "tensor_fp16": 512, "assumed": "tensor rate of GeForce parts",
-             "source": "NVIDIA Ada whitepaper"},
+    (8, 6): {
+        "fp32": 128,
+        "fp64": 2,
+        "tensor_fp16": 512,
+        "assumed": "tensor rate of GeForce parts",
+        "source": "NVIDIA Ampere GA10x whitepaper",
+    },
+    (8, 9): {
+        "fp32": 128,
+        "fp64": 2,
+        "tensor_fp16": 512,
+        "assumed": "tensor rate of GeForce parts",
+        "source": "NVIDIA Ada whitepaper",
+    },
     (9, 0): {"fp32": 128, "fp64": 64, "tensor_fp16": 4096, "source": "NVIDIA H100 whitepaper"},
 }
 
@@ -67,14 +78,17 @@ def available() -> bool:
 def require(index: int = 0) -> None:
     ok, reason = probe()
     if not ok:
-        raise DeviceUnavailable(f"--device cuda: {reason}",
-                                "run on a machine with an NVIDIA GPU and `pip install rooflab[cuda]`, or use --device cpu")
+        raise DeviceUnavailable(
+            f"--device cuda: {reason}",
+            "run on a machine with an NVIDIA GPU and `pip install rooflab[cuda]`, or use --device cpu",
+        )
     import cupy
 
     n = cupy.cuda.runtime.getDeviceCount()
     if not 0 <= index < n:
-        raise DeviceUnavailable(f"CUDA device {index} does not exist (this machine has {n})",
-                                f"use a device index from 0 to {n - 1}")
+        raise DeviceUnavailable(
+            f"CUDA device {index} does not exist (this machine has {n})", f"use a device index from 0 to {n - 1}"
+        )
 
 
 def describe(index: int = 0) -> dict:
@@ -95,15 +109,20 @@ def describe(index: int = 0) -> dict:
     clock_khz = attr("cudaDevAttrClockRate") or int(p.get("clockRate", 0))
     mem_khz = attr("cudaDevAttrMemoryClockRate") or int(p.get("memoryClockRate", 0))
     dev = {
-        "index": index, "name": name, "compute_capability": f"{p['major']}{p['minor']}",
-        "sm_count": int(p["multiProcessorCount"]), "clock_ghz": clock_khz / 1e6 or None,
+        "index": index,
+        "name": name,
+        "compute_capability": f"{p['major']}{p['minor']}",
+        "sm_count": int(p["multiProcessorCount"]),
+        "clock_ghz": clock_khz / 1e6 or None,
         "clock_source": "cudaDevAttrClockRate (maximum SM clock)",
-        "memory_bytes": int(p["totalGlobalMem"]), "memory_clock_ghz": mem_khz / 1e6 or None,
+        "memory_bytes": int(p["totalGlobalMem"]),
+        "memory_clock_ghz": mem_khz / 1e6 or None,
         "memory_bus_bits": attr("cudaDevAttrGlobalMemoryBusWidth") or int(p.get("memoryBusWidth", 0)) or None,
         "l2_bytes": attr("cudaDevAttrL2CacheSize") or int(p.get("l2CacheSize", 0)),
         "shared_per_sm_bytes": int(p.get("sharedMemPerMultiprocessor", 0)),
         "shared_per_block_optin_bytes": attr("cudaDevAttrMaxSharedMemoryPerBlockOptin"),
-        "driver_version": rt.driverGetVersion(), "runtime_version": rt.runtimeGetVersion(),
+        "driver_version": rt.driverGetVersion(),
+        "runtime_version": rt.runtimeGetVersion(),
         "cupy_version": cupy.__version__,
     }
     dev.update(nvml_state(index))
@@ -119,23 +138,39 @@ def theoretical(dev: dict, clock_ghz: float | None = None, clock_source: str | N
     cc = dev["compute_capability"]
     facts = SM_FACTS.get((int(cc[:-1]), int(cc[-1])))
     ghz = clock_ghz or dev.get("clock_ghz")
-    out = {"clock_ghz": ghz, "clock_source": clock_source or dev.get("clock_source"), "peaks": [],
-           "source": facts["source"] if facts else f"no per-SM facts for sm_{cc}: no theoretical compute peak"}
+    out = {
+        "clock_ghz": ghz,
+        "clock_source": clock_source or dev.get("clock_source"),
+        "peaks": [],
+        "source": facts["source"] if facts else f"no per-SM facts for sm_{cc}: no theoretical compute peak",
+    }
     if facts and facts.get("assumed"):
         out["assumed"] = facts["assumed"]
     if facts and ghz:
         sms = dev["sm_count"]
-        for dtype, key, what, flop in (("float32", "fp32", "FP32 FMA/clk", 2), ("float64", "fp64", "FP64 FMA/clk", 2),
-                                       ("float16", "tensor_fp16", "FP16 tensor FLOP/clk", 1),
-                                       ("bfloat16", "tensor_fp16", "BF16 tensor FLOP/clk", 1)):
+        for dtype, key, what, flop in (
+            ("float32", "fp32", "FP32 FMA/clk", 2),
+            ("float64", "fp64", "FP64 FMA/clk", 2),
+            ("float16", "tensor_fp16", "FP16 tensor FLOP/clk", 1),
+            ("bfloat16", "tensor_fp16", "BF16 tensor FLOP/clk", 1),
+        ):
             value = sms * facts[key] * flop * ghz
-            out["peaks"].append({"dtype": dtype, "threads": 0, "unit": "GFLOP/s", "gflops": value,
-                                 "formula": f"{sms} SMs x {facts[key]} {what}{' x 2 FLOP' if flop == 2 else ''}"
-                                            f" x {ghz:.3f} GHz = {value:.0f} GFLOP/s"})
+            out["peaks"].append(
+                {
+                    "dtype": dtype,
+                    "threads": 0,
+                    "unit": "GFLOP/s",
+                    "gflops": value,
+                    "formula": f"{sms} SMs x {facts[key]} {what}{' x 2 FLOP' if flop == 2 else ''}"
+                    f" x {ghz:.3f} GHz = {value:.0f} GFLOP/s",
+                }
+            )
     if dev.get("memory_clock_ghz") and dev.get("memory_bus_bits"):
         bw = 2 * dev["memory_clock_ghz"] * dev["memory_bus_bits"] / 8
         out["memory_gbps"] = bw
-        out["memory_formula"] = f"2 x {dev['memory_clock_ghz']:.3f} GHz x {dev['memory_bus_bits']} bit / 8 = {bw:.0f} GB/s"
+        out["memory_formula"] = (
+            f"2 x {dev['memory_clock_ghz']:.3f} GHz x {dev['memory_bus_bits']} bit / 8 = {bw:.0f} GB/s"
+        )
     return out
 
 
@@ -151,10 +186,12 @@ def nvml_state(index: int) -> dict:
     try:
         nvml.nvmlInit()
         h = nvml.nvmlDeviceGetHandleByIndex(index)
-        return {"nvml_sm_clock_mhz": nvml.nvmlDeviceGetClockInfo(h, 1),
-                "nvml_max_sm_clock_mhz": nvml.nvmlDeviceGetMaxClockInfo(h, 1),
-                "nvml_memory_clock_mhz": nvml.nvmlDeviceGetClockInfo(h, 2),
-                "nvml_temperature_c": nvml.nvmlDeviceGetTemperature(h, 0)}
+        return {
+            "nvml_sm_clock_mhz": nvml.nvmlDeviceGetClockInfo(h, 1),
+            "nvml_max_sm_clock_mhz": nvml.nvmlDeviceGetMaxClockInfo(h, 1),
+            "nvml_memory_clock_mhz": nvml.nvmlDeviceGetClockInfo(h, 2),
+            "nvml_temperature_c": nvml.nvmlDeviceGetTemperature(h, 0),
+        }
     except Exception:
         return {}
 

@@ -16,6 +16,7 @@ the code that compiles on the GPU machine is the code CI compiles on every commi
 A compile error raises RooflabError carrying NVRTC's whole log; a missing NVRTC or cupy raises
 DeviceUnavailable with the package that provides it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,14 +39,14 @@ _ONCE = re.compile(r"^\s*#pragma\s+once\s*$", re.M)
 class Build:
     """One compiled source: the cubin and everything known about it without a device."""
 
-    source: str                      # file name under kernels/cuda
-    arch: str                        # e.g. "sm_90"
+    source: str  # file name under kernels/cuda
+    arch: str  # e.g. "sm_90"
     options: tuple
     nvrtc_version: str
     cubin_path: str
     log: str
-    lowered: dict = field(default_factory=dict)     # name expression -> mangled name
-    resources: dict = field(default_factory=dict)   # kernel (mangled) -> ptxas figures
+    lowered: dict = field(default_factory=dict)  # name expression -> mangled name
+    resources: dict = field(default_factory=dict)  # kernel (mangled) -> ptxas figures
     compile_seconds: float = 0.0
     cached: bool = False
 
@@ -58,6 +59,7 @@ class Build:
 
 # ---- sources -------------------------------------------------------------------------------------
 
+
 def _package():
     return importlib.resources.files("rooflab.kernels.cuda")
 
@@ -69,8 +71,9 @@ def source(name: str) -> str:
     try:
         text = pkg.joinpath(name).read_text()
     except (FileNotFoundError, IsADirectoryError):
-        raise RooflabError(f"CUDA source {name!r} is not in the installed package",
-                           f"use one of: {', '.join(sources())}") from None
+        raise RooflabError(
+            f"CUDA source {name!r} is not in the installed package", f"use one of: {', '.join(sources())}"
+        ) from None
     return _inline(text, name, pkg, set())
 
 
@@ -81,7 +84,7 @@ def _inline(text: str, fname: str, pkg, seen: set) -> str:
             return "\n"
         seen.add(inc)
         body = _ONCE.sub("", pkg.joinpath(inc).read_text())  # inlined once here: no #pragma once
-        resume = text.count("\n", 0, m.start(1)) + 2          # the line after the #include
+        resume = text.count("\n", 0, m.start(1)) + 2  # the line after the #include
         return f'\n#line 1 "{inc}"\n{_inline(body, inc, pkg, seen)}\n#line {resume} "{fname}"'
 
     return _INCLUDE.sub(one, text)
@@ -147,8 +150,9 @@ def parse_ptxas(log: str) -> dict:
             continue
         m = _FRAME.search(line)
         if m:
-            current.update(stack_bytes=int(m.group(1)), spill_store_bytes=int(m.group(2)),
-                           spill_load_bytes=int(m.group(3)))
+            current.update(
+                stack_bytes=int(m.group(1)), spill_store_bytes=int(m.group(2)), spill_load_bytes=int(m.group(3))
+            )
             continue
         m = _USED.search(line)
         if m:
@@ -158,34 +162,41 @@ def parse_ptxas(log: str) -> dict:
 
 def spills(resources: dict) -> dict:
     """{kernel: (spill stores, spill loads)} for the kernels that spill."""
-    return {k: (r.get("spill_store_bytes", 0), r.get("spill_load_bytes", 0)) for k, r in resources.items()
-            if r.get("spill_store_bytes", 0) or r.get("spill_load_bytes", 0)}
+    return {
+        k: (r.get("spill_store_bytes", 0), r.get("spill_load_bytes", 0))
+        for k, r in resources.items()
+        if r.get("spill_store_bytes", 0) or r.get("spill_load_bytes", 0)
+    }
 
 
 # ---- NVRTC ---------------------------------------------------------------------------------------
+
 
 def _nvrtc():
     try:
         from cupy.cuda import nvrtc  # `import cupy.cuda.nvrtc` fails: it is an attribute alias
     except Exception as e:
-        raise DeviceUnavailable(f"cupy is not installed ({type(e).__name__}), so NVRTC cannot be reached",
-                                "pip install 'rooflab[cuda]'") from None
+        raise DeviceUnavailable(
+            f"cupy is not installed ({type(e).__name__}), so NVRTC cannot be reached", "pip install 'rooflab[cuda]'"
+        ) from None
     try:
         version = nvrtc.getVersion()
     except Exception as e:
-        raise DeviceUnavailable(f"NVRTC (libnvrtc) was not found: {first_line(e)}",
-                                "pip install 'nvidia-cuda-nvrtc>=13,<14' (part of rooflab[cuda])") from None
+        raise DeviceUnavailable(
+            f"NVRTC (libnvrtc) was not found: {first_line(e)}",
+            "pip install 'nvidia-cuda-nvrtc>=13,<14' (part of rooflab[cuda])",
+        ) from None
     return nvrtc, f"{version[0]}.{version[1]}"
 
 
 def cache_dir() -> Path:
     base = os.environ.get("ROOFLAB_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "rooflab")
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "rooflab"
+    )
     return Path(base) / "cuda"
 
 
-def build(name: str, arch: str, defines: dict | None = None, name_expressions=(), *,
-          text: str | None = None) -> Build:
+def build(name: str, arch: str, defines: dict | None = None, name_expressions=(), *, text: str | None = None) -> Build:
     """Compile kernels/cuda/<name> (or ``text``, named ``name``) to a cubin for ``arch``."""
     nvrtc, version = _nvrtc()
     arch = arch if arch.startswith("sm_") else f"sm_{arch}"
@@ -199,15 +210,26 @@ def build(name: str, arch: str, defines: dict | None = None, name_expressions=()
     if cubin_path.exists() and meta_path.exists():
         try:
             meta = json.loads(meta_path.read_text())
-            return Build(source=name, arch=arch, options=opts, nvrtc_version=version, cubin_path=str(cubin_path),
-                         log=meta["log"], lowered=meta["lowered"], resources=parse_ptxas(meta["log"]),
-                         compile_seconds=0.0, cached=True)
+            return Build(
+                source=name,
+                arch=arch,
+                options=opts,
+                nvrtc_version=version,
+                cubin_path=str(cubin_path),
+                log=meta["log"],
+                lowered=meta["lowered"],
+                resources=parse_ptxas(meta["log"]),
+                compile_seconds=0.0,
+                cached=True,
+            )
         except (OSError, ValueError, KeyError):
             pass  # a damaged cache entry is rebuilt below
     supported = [f"sm_{a}" for a in nvrtc.getSupportedArchs()]
     if re.sub(r"[af]$", "", arch) not in supported:  # sm_90a: the arch-specific (wgmma) flavour of sm_90
-        raise RooflabError(f"NVRTC {version} cannot compile for {arch} (it supports {', '.join(supported)})",
-                           "install an NVRTC that knows this GPU: pip install -U 'nvidia-cuda-nvrtc>=13,<14'")
+        raise RooflabError(
+            f"NVRTC {version} cannot compile for {arch} (it supports {', '.join(supported)})",
+            "install an NVRTC that knows this GPU: pip install -U 'nvidia-cuda-nvrtc>=13,<14'",
+        )
     t0 = time.perf_counter()
     prog = nvrtc.createProgram(src, name, (), ())
     try:
@@ -217,8 +239,10 @@ def build(name: str, arch: str, defines: dict | None = None, name_expressions=()
             nvrtc.compileProgram(prog, opts + (f"-arch={arch}", "-Xptxas=-v"))
         except Exception as e:
             log = _log(nvrtc, prog)
-            raise RooflabError(f"{name} failed to compile with NVRTC {version} for {arch} {' '.join(opts)} "
-                               f"({first_line(e)}):\n{log.strip()}") from None
+            raise RooflabError(
+                f"{name} failed to compile with NVRTC {version} for {arch} {' '.join(opts)} "
+                f"({first_line(e)}):\n{log.strip()}"
+            ) from None
         log = _log(nvrtc, prog)
         cubin = nvrtc.getCUBIN(prog)
         lowered = {e: nvrtc.getLoweredName(prog, e) for e in exprs}
@@ -234,10 +258,20 @@ def build(name: str, arch: str, defines: dict | None = None, name_expressions=()
         tmp.write_text(json.dumps({"log": log, "lowered": lowered, "options": list(opts), "arch": arch}))
         os.replace(tmp, meta_path)
     except OSError as e:
-        raise RooflabError(f"cannot write the compiled kernel to {folder}: {e}",
-                           "set ROOFLAB_CACHE_DIR to a writable folder") from None
-    return Build(source=name, arch=arch, options=opts, nvrtc_version=version, cubin_path=str(cubin_path), log=log,
-                 lowered=lowered, resources=parse_ptxas(log), compile_seconds=seconds)
+        raise RooflabError(
+            f"cannot write the compiled kernel to {folder}: {e}", "set ROOFLAB_CACHE_DIR to a writable folder"
+        ) from None
+    return Build(
+        source=name,
+        arch=arch,
+        options=opts,
+        nvrtc_version=version,
+        cubin_path=str(cubin_path),
+        log=log,
+        lowered=lowered,
+        resources=parse_ptxas(log),
+        compile_seconds=seconds,
+    )
 
 
 def _log(nvrtc, prog) -> str:

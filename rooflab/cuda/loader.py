@@ -10,6 +10,7 @@ that names it, so a suite records the failure and goes on.
 Launch-configuration helpers: ``sm_count()``, ``one_wave(block, per_sm_threads)`` (a grid that fills
 every SM once), ``device_arch()``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -35,8 +36,9 @@ class Module:
                 fn = self.raw.get_function(mangled)
             except Exception as e:
                 known = ", ".join(sorted(self.build.resources)) or "none"
-                raise RooflabError(f"{self.build.source} has no kernel {name!r} ({first_line(e)}); "
-                                   f"its kernels: {known}") from None
+                raise RooflabError(
+                    f"{self.build.source} has no kernel {name!r} ({first_line(e)}); its kernels: {known}"
+                ) from None
             self._functions[name] = fn
         return fn
 
@@ -101,7 +103,7 @@ def sm_count() -> int:
     return _sm_count(cupy.cuda.Device().id)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sm_count(device: int) -> int:  # launchers size their grids on every call: ask the device once
     import cupy
 

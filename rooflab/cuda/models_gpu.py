@@ -4,6 +4,7 @@ against float64, timed with CUDA events warm and with an L2 flush (cold), placed
 CUDA ceilings of this machine. Eager execution: one kernel launch per numpy-style call, so the
 latency floor is dispatches x the measured launch (enqueue) latency.
 """
+
 from __future__ import annotations
 
 import time
@@ -17,8 +18,9 @@ from . import timing as gtime
 from .suite import check_device
 
 
-def run_suite(writer, *, quick, progress, model=None, batch=None, seq=None, ceilings_path=None,
-              out_dir=Path("results")):
+def run_suite(
+    writer, *, quick, progress, model=None, batch=None, seq=None, ceilings_path=None, out_dir=Path("results")
+):
     import cupy as cp
 
     ceil, src = find_ceilings(out_dir, writer.data["machine"]["id"], "cuda", ceilings_path)
@@ -55,17 +57,32 @@ def run_suite(writer, *, quick, progress, model=None, batch=None, seq=None, ceil
                 cp.get_default_memory_pool().free_all_blocks()
             sec = warm.stats()["median"]
             p = place.place_op(op, sec, impl.dispatches, roofs)
-            rec = {**p, "model": op.get("model"), "name": op["name"], "kind": op["kind"], "dtype": op["dtype"],
-                   "shape": op["shape"], "count": op["count"], "impl": impl.name, "own_kernel": False,
-                   "verification": rep, "time_s": warm.stats(), "samples_s": warm.seconds,
-                   "cold_seconds": cold.stats()["median"], "cold_time_s": cold.stats(),
-                   "total_time_s": sec * op["count"], "device": "cuda"}
+            rec = {
+                **p,
+                "model": op.get("model"),
+                "name": op["name"],
+                "kind": op["kind"],
+                "dtype": op["dtype"],
+                "shape": op["shape"],
+                "count": op["count"],
+                "impl": impl.name,
+                "own_kernel": False,
+                "verification": rep,
+                "time_s": warm.stats(),
+                "samples_s": warm.seconds,
+                "cold_seconds": cold.stats()["median"],
+                "cold_time_s": cold.stats(),
+                "total_time_s": sec * op["count"],
+                "device": "cuda",
+            }
             placed.append(rec)
             writer.data.setdefault("ops_placed", []).append(rec)
             writer.save()
         s = place.summarize_model(placed) if placed else {"share_pct": {}, "total_time_s": 0, "achieved_gflops": 0}
         s["model"] = name
-        s["line"] = place.summary_line(name, writer.data["machine"]["gpu"]["name"], s) if placed else f"{name}: no op placed"
+        s["line"] = (
+            place.summary_line(name, writer.data["machine"]["gpu"]["name"], s) if placed else f"{name}: no op placed"
+        )
         s["placement_seconds"] = time.monotonic() - t0
         summaries.append(s)
         all_placed += placed

@@ -11,6 +11,7 @@ SM clock measured on the chip during the kernel (variants.measured_clock).
 A failure of any kind is recorded with its CUDA error named (``guarded``) and the suite goes on with
 the next measurement; a kernel whose check fails gets an error in the result, never a figure.
 """
+
 from __future__ import annotations
 
 from statistics import median
@@ -40,21 +41,32 @@ def check_device(got, expected, dtype, what: str) -> dict:
         i = int(cp.argmax(bad | ~cp.isfinite(g)))
         gv = float(g.ravel()[i]) if g.ndim else float(g)
         ev = float(e.ravel()[i] if e.ndim else e)
-        raise VerificationError(f"{what}: {nbad} of {g.size} values outside rtol={tol['rtol']:g}; first at "
-                                f"index {i}: got {gv!r}, expected {ev!r}")
+        raise VerificationError(
+            f"{what}: {nbad} of {g.size} values outside rtol={tol['rtol']:g}; first at "
+            f"index {i}: got {gv!r}, expected {ev!r}"
+        )
     return {"max_abs_err": float(err.max()), "elements": int(g.size), **tol}
 
 
-def _measure(v, inputs, *, params=None, reps=None, target_s=0.01, budget_s=0.3, label=None,
-             verify_reps=1, flush=None, meta=None) -> dict:
+def _measure(
+    v, inputs, *, params=None, reps=None, target_s=0.01, budget_s=0.3, label=None, verify_reps=1, flush=None, meta=None
+) -> dict:
     """Verify ``v`` on ``inputs`` (closed form), calibrate reps so one sample lasts ``target_s``,
     time it with CUDA events, and return the record. A verification or launch failure returns a
     failed record with the error and no figure."""
     params = v.params(**(params or {}))
     dtype = v.result_dtype(*inputs, **params) if v.result_dtype else inputs[0].dtype
-    rec = {"variant": v.name, "family": v.family, "device": "cuda", "label": label or v.name, "threads": 0,
-           "dtype": str(np.dtype(dtype)), "working_set_bytes": int(sum(getattr(x, "nbytes", 0) for x in inputs)),
-           "params": {k: (x.item() if hasattr(x, "item") else x) for k, x in params.items()}, **(meta or {})}
+    rec = {
+        "variant": v.name,
+        "family": v.family,
+        "device": "cuda",
+        "label": label or v.name,
+        "threads": 0,
+        "dtype": str(np.dtype(dtype)),
+        "working_set_bytes": int(sum(getattr(x, "nbytes", 0) for x in inputs)),
+        "params": {k: (x.item() if hasattr(x, "item") else x) for k, x in params.items()},
+        **(meta or {}),
+    }
     try:
         expected = v.reference(*inputs, reps=verify_reps, **params)
         got = v.kernel(*inputs, reps=verify_reps, **params)
@@ -69,10 +81,17 @@ def _measure(v, inputs, *, params=None, reps=None, target_s=0.01, budget_s=0.3, 
         return rec
     work = v.work(*inputs, reps=reps, **params)
     t = s.stats()
-    rec.update(status="ok", reps=int(reps), work=work.as_dict(), time_s=t, samples_s=s.seconds,
-               gflops=invert_stats(t, work.flops / 1e9) if work.flops else None,
-               gbps=invert_stats(t, work.bytes / 1e9) if work.bytes else None, noisy=t["cv"] > 0.1,
-               noise_reasons=[f"CV {t['cv']:.1%}"] if t["cv"] > 0.1 else [])
+    rec.update(
+        status="ok",
+        reps=int(reps),
+        work=work.as_dict(),
+        time_s=t,
+        samples_s=s.seconds,
+        gflops=invert_stats(t, work.flops / 1e9) if work.flops else None,
+        gbps=invert_stats(t, work.bytes / 1e9) if work.bytes else None,
+        noisy=t["cv"] > 0.1,
+        noise_reasons=[f"CV {t['cv']:.1%}"] if t["cv"] > 0.1 else [],
+    )
     if v.family in ("fma", "tensor"):  # the kernel probed the SM clock during the last sample
         rec["sm_clock"] = cv.measured_clock(inputs[1])
     return rec
@@ -91,10 +110,21 @@ def _peer(label, fn, flops=0.0, nbytes=0.0, budget_s=0.3, target_s=0.0) -> dict:
     s = gtime.time_gpu(sample, budget_s=budget_s)
     s.seconds = [x / calls for x in s.seconds]
     t = s.stats()
-    return {"variant": f"peer.{label}", "family": "peer", "device": "cuda", "label": label, "threads": 0,
-            "status": "ok", "verified": True, "time_s": t, "samples_s": s.seconds, "calls_per_sample": calls,
-            "gflops": invert_stats(t, flops / 1e9) if flops else None,
-            "gbps": invert_stats(t, nbytes / 1e9) if nbytes else None, "noisy": t["cv"] > 0.1}
+    return {
+        "variant": f"peer.{label}",
+        "family": "peer",
+        "device": "cuda",
+        "label": label,
+        "threads": 0,
+        "status": "ok",
+        "verified": True,
+        "time_s": t,
+        "samples_s": s.seconds,
+        "calls_per_sample": calls,
+        "gflops": invert_stats(t, flops / 1e9) if flops else None,
+        "gbps": invert_stats(t, nbytes / 1e9) if nbytes else None,
+        "noisy": t["cv"] > 0.1,
+    }
 
 
 def guarded(writer, label: str, fn):
@@ -130,7 +160,7 @@ class Plan:
         self.hopper = compiler.runs_on("wgmma.cu", f"sm_{dev.get('compute_capability')}")
         self.l2 = dev.get("l2_bytes") or (50 << 20)
         top = min((2 << 30) if quick else (8 << 30), int(free_bytes * 0.6))
-        sizes = [s for s in (8 * self.l2 * 2 ** i for i in range(8)) if s <= top] or [int(top)]
+        sizes = [s for s in (8 * self.l2 * 2**i for i in range(8)) if s <= top] or [int(top)]
         self.hbm_sizes = (sizes[:1] + sizes[-1:] if len(sizes) > 1 else sizes) if quick else sizes
         self.l2_fractions = (8, 4, 2)
         self.budget = budget_s if budget_s is not None else (0.1 if quick else 0.3)
@@ -142,14 +172,27 @@ class Plan:
         self.intensity_elems = min(max(8 * self.l2, 1 << 30), int(free_bytes * 0.4)) // 8
 
     def steps(self) -> int:
-        return (3 + 3 * len(self.hbm_sizes) + len(self.l2_fractions) + 1 + 1 + len(COMPUTE) + 1
-                + len(self.INTENSITIES) + (len(HOPPER) if self.hopper else 0))
+        return (
+            3
+            + 3 * len(self.hbm_sizes)
+            + len(self.l2_fractions)
+            + 1
+            + 1
+            + len(COMPUTE)
+            + 1
+            + len(self.INTENSITIES)
+            + (len(HOPPER) if self.hopper else 0)
+        )
 
 
 COMPUTE = ("cuda.fma.f32", "cuda.fma.f64", "cuda.mma.f16", "cuda.mma.bf16")
 HOPPER = ("cuda.wgmma.f16", "cuda.wgmma.bf16")
-TENSOR_DTYPES = {"cuda.mma.f16": "float16", "cuda.mma.bf16": "bfloat16",
-                 "cuda.wgmma.f16": "float16", "cuda.wgmma.bf16": "bfloat16"}
+TENSOR_DTYPES = {
+    "cuda.mma.f16": "float16",
+    "cuda.mma.bf16": "bfloat16",
+    "cuda.wgmma.f16": "float16",
+    "cuda.wgmma.bf16": "bfloat16",
+}
 
 
 def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None:
@@ -158,9 +201,14 @@ def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None
     dev = writer.data["machine"]["gpu"]
     plan = Plan(dev, cp.cuda.runtime.memGetInfo()[0], quick, budget_s)
     writer.data["config"]["gpu_plan"] = {
-        "hbm_sizes": plan.hbm_sizes, "l2_fractions": plan.l2_fractions, "budget_s": plan.budget,
-        "sample_target_s": plan.target, "host_bytes": plan.host_bytes, "cublas_n": plan.cublas_n,
-        "intensity_elements": plan.intensity_elems}
+        "hbm_sizes": plan.hbm_sizes,
+        "l2_fractions": plan.l2_fractions,
+        "budget_s": plan.budget,
+        "sample_target_s": plan.target,
+        "host_bytes": plan.host_bytes,
+        "cublas_n": plan.cublas_n,
+        "intensity_elements": plan.intensity_elems,
+    }
     progress.start(plan.steps())
     step = progress.step
     add = writer.add_record
@@ -180,13 +228,31 @@ def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None
             if mode == "graph":
                 s = gtime.time_graph(lambda: fn((1,), (32,), (null,)), 200, budget_s=budget)
             else:
-                s = gtime.time_host_launches(lambda: fn((1,), (32,), (null,)), 1000 if mode == "enqueue" else 200,
-                                             sync_each=mode == "roundtrip", budget_s=budget)
+                s = gtime.time_host_launches(
+                    lambda: fn((1,), (32,), (null,)),
+                    1000 if mode == "enqueue" else 200,
+                    sync_each=mode == "roundtrip",
+                    budget_s=budget,
+                )
             t = s.stats()
-            add({"variant": "cuda.launch.empty", "family": "launch", "device": "cuda", "label": f"launch {mode}",
-                 "threads": 0, "kernel": mode, "status": "ok", "verified": True, "verification": rep,
-                 "time_s": t, "samples_s": s.seconds, "ns_per_launch": {k: t[k] * 1e9 for k in ("median", "p20", "p80", "min", "max")}
-                 | {"cv": t["cv"], "n": t["n"]}, "noisy": t["cv"] > 0.2})
+            add(
+                {
+                    "variant": "cuda.launch.empty",
+                    "family": "launch",
+                    "device": "cuda",
+                    "label": f"launch {mode}",
+                    "threads": 0,
+                    "kernel": mode,
+                    "status": "ok",
+                    "verified": True,
+                    "verification": rep,
+                    "time_s": t,
+                    "samples_s": s.seconds,
+                    "ns_per_launch": {k: t[k] * 1e9 for k in ("median", "p20", "p80", "min", "max")}
+                    | {"cv": t["cv"], "n": t["n"]},
+                    "noisy": t["cv"] > 0.2,
+                }
+            )
 
     guarded(writer, "launch latency", launch_latency)
 
@@ -199,15 +265,27 @@ def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None
 
             def one(v=v, k=k, kernel=kernel, ws=ws):
                 inputs = v.inputs(ws // 8 // k)
-                rec = _measure(v, inputs, target_s=plan.target, budget_s=budget, label=f"{kernel} {ws >> 20} MiB",
-                               meta={"kernel": kernel, "level": "HBM"})
+                rec = _measure(
+                    v,
+                    inputs,
+                    target_s=plan.target,
+                    budget_s=budget,
+                    label=f"{kernel} {ws >> 20} MiB",
+                    meta={"kernel": kernel, "level": "HBM"},
+                )
                 add(rec, sweep="bandwidth")
                 if kernel == "copy" and rec["status"] == "ok":
                     c, a = inputs
-                    peer = _peer(f"cupy copy {ws >> 20} MiB", lambda: cp.copyto(c, a), nbytes=2 * a.nbytes,
-                                 budget_s=budget, target_s=plan.target)
+                    peer = _peer(
+                        f"cupy copy {ws >> 20} MiB",
+                        lambda: cp.copyto(c, a),
+                        nbytes=2 * a.nbytes,
+                        budget_s=budget,
+                        target_s=plan.target,
+                    )
                     peer.update(kernel="cupy-copy", level="HBM", working_set_bytes=rec["working_set_bytes"])
                     add(peer)
+
             guarded(writer, f"HBM {kernel} {ws >> 20} MiB", one)
 
     # L2 --------------------------------------------------------------------------------------
@@ -219,15 +297,31 @@ def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None
             inputs = v.inputs(plan.l2 // frac // 8)
             a = inputs[0]
             reps = max(1, int(4e9 / a.nbytes))  # ~4 GB of L2 traffic per launch
-            add(_measure(v, inputs, reps=reps, budget_s=budget, label=f"L2 read {a.nbytes >> 20} MiB",
-                         meta={"kernel": "read", "level": "L2"}, verify_reps=3), sweep="bandwidth")
+            add(
+                _measure(
+                    v,
+                    inputs,
+                    reps=reps,
+                    budget_s=budget,
+                    label=f"L2 read {a.nbytes >> 20} MiB",
+                    meta={"kernel": "read", "level": "L2"},
+                    verify_reps=3,
+                ),
+                sweep="bandwidth",
+            )
+
         guarded(writer, f"L2 read 1/{frac}", l2read)
 
     # shared memory -----------------------------------------------------------------------------
     step("shared memory")
     smem = get_variant("cuda.smem.read")
-    guarded(writer, "shared memory", lambda: add(_measure(smem, smem.inputs(), budget_s=budget, verify_reps=4,
-                                                          meta={"kernel": "read", "level": "shared"})))
+    guarded(
+        writer,
+        "shared memory",
+        lambda: add(
+            _measure(smem, smem.inputs(), budget_s=budget, verify_reps=4, meta={"kernel": "read", "level": "shared"})
+        ),
+    )
 
     # host <-> device ----------------------------------------------------------------------------
     step("host<->device")
@@ -237,8 +331,13 @@ def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None
     def compute(name):
         step(name)
         v = get_variant(name)
-        guarded(writer, name, lambda: add(_measure(v, v.inputs(), budget_s=budget, verify_reps=4,
-                                                   meta={"kernel": v.name.split(".", 1)[1]})))
+        guarded(
+            writer,
+            name,
+            lambda: add(
+                _measure(v, v.inputs(), budget_s=budget, verify_reps=4, meta={"kernel": v.name.split(".", 1)[1]})
+            ),
+        )
 
     for name in COMPUTE:
         compute(name)
@@ -254,10 +353,17 @@ def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None
         for nfma in plan.INTENSITIES:
             step(f"intensity {nfma / 8:g}")
             alpha = 0.5 ** (1.0 / nfma)
-            rec = _measure(v, (a,), params={"nfma": nfma, "alpha": alpha, "beta": 1 - alpha}, target_s=plan.target,
-                           budget_s=budget, label=f"intensity {nfma / 8:g}",
-                           meta={"kernel": "ert", "intensity": nfma / 8})
+            rec = _measure(
+                v,
+                (a,),
+                params={"nfma": nfma, "alpha": alpha, "beta": 1 - alpha},
+                target_s=plan.target,
+                budget_s=budget,
+                label=f"intensity {nfma / 8:g}",
+                meta={"kernel": "ert", "intensity": nfma / 8},
+            )
             add(rec, sweep="intensity")
+
     guarded(writer, "intensity sweep", sweep)
 
     # tensor cores through wgmma: Hopper only, and last (see variants.py) ------------------------
@@ -265,8 +371,9 @@ def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None
         for name in HOPPER:
             compute(name)
     else:
-        writer.data["notes"].append(f"wgmma tensor-core peak not measured: sm_{dev.get('compute_capability')} "
-                                    f"is not Hopper (sm_90)")
+        writer.data["notes"].append(
+            f"wgmma tensor-core peak not measured: sm_{dev.get('compute_capability')} is not Hopper (sm_90)"
+        )
 
     writer.data["cuda_builds"] = loader.builds()
     writer.data["ceilings"] = derive(writer.data)
@@ -289,8 +396,9 @@ def _cublas_peer(n, budget, target_s):
     a = rng.standard_normal((n, n), dtype=cp.float32).astype(cp.float16)
     b = rng.standard_normal((n, n), dtype=cp.float32).astype(cp.float16)
     c = cp.empty((n, n), dtype=cp.float16)
-    peer = _peer(f"cuBLAS fp16 matmul {n}", lambda: cp.matmul(a, b, out=c), flops=2.0 * n ** 3, budget_s=budget,
-                 target_s=target_s)
+    peer = _peer(
+        f"cuBLAS fp16 matmul {n}", lambda: cp.matmul(a, b, out=c), flops=2.0 * n**3, budget_s=budget, target_s=target_s
+    )
     peer.update(kernel="cublas", dtype="float16")
     return peer
 
@@ -309,8 +417,9 @@ def _host_device(add, nbytes, budget):
         raise VerificationError("host->device->host round trip changed the data")
     for label, fn in (("H2D", lambda: d.set(h)), ("D2H", lambda: d.get(out=back))):
         peer = _peer(f"{label} pinned {nbytes >> 20} MiB", fn, nbytes=nbytes, budget_s=budget)
-        peer.update(variant=f"cuda.memcpy.{label}", family="memcpy", kernel=label, level="host",
-                    working_set_bytes=nbytes)
+        peer.update(
+            variant=f"cuda.memcpy.{label}", family="memcpy", kernel=label, level="host", working_set_bytes=nbytes
+        )
         add(peer)
 
 
@@ -324,16 +433,37 @@ def derive(data: dict) -> list[dict]:
         if not values:
             return
         med = median(values)
-        out.append({"name": name, "kind": kind, "level": level, "dtype": dtype, "threads": 0, "kernel": kernel,
-                    "value": med, "unit": unit, "stats": {"median": med, "p20": float(np.quantile(values, 0.2)),
-                                                          "p80": float(np.quantile(values, 0.8)), "min": min(values),
-                                                          "max": max(values), "n_points": len(values)},
-                    "noisy": False, **(extra or {})})
+        out.append(
+            {
+                "name": name,
+                "kind": kind,
+                "level": level,
+                "dtype": dtype,
+                "threads": 0,
+                "kernel": kernel,
+                "value": med,
+                "unit": unit,
+                "stats": {
+                    "median": med,
+                    "p20": float(np.quantile(values, 0.2)),
+                    "p80": float(np.quantile(values, 0.8)),
+                    "min": min(values),
+                    "max": max(values),
+                    "n_points": len(values),
+                },
+                "noisy": False,
+                **(extra or {}),
+            }
+        )
 
     own = [r for r in recs if r["family"] != "peer"]  # peers are compared (peer_ratios), not roofs
     for level in ("HBM", "L2", "shared", "host"):
         for kernel in sorted({r.get("kernel") for r in own if r.get("level") == level}):
-            pts = [r["gbps"]["median"] for r in own if r.get("level") == level and r.get("kernel") == kernel and r.get("gbps")]
+            pts = [
+                r["gbps"]["median"]
+                for r in own
+                if r.get("level") == level and r.get("kernel") == kernel and r.get("gbps")
+            ]
             stat_ceiling(f"{level} {kernel} bandwidth", "bandwidth", level, "float64", kernel, pts, "GB/s")
     gpu = data["machine"]["gpu"]
     nominal = {p["dtype"]: p for p in gpu.get("theoretical", {}).get("peaks", [])}
@@ -343,29 +473,62 @@ def derive(data: dict) -> list[dict]:
             extra = {}
             clock = (r.get("sm_clock") or {}).get("ghz")
             if clock and gpu.get("clock_ghz") and not 0.2 < clock / gpu["clock_ghz"] < 1.2:
-                extra["sm_clock_rejected"] = f"measured {clock:.3f} GHz is implausible next to the maximum {gpu['clock_ghz']:.3f} GHz"
+                extra["sm_clock_rejected"] = (
+                    f"measured {clock:.3f} GHz is implausible next to the maximum {gpu['clock_ghz']:.3f} GHz"
+                )
                 clock = None
-            theo = {p["dtype"]: p for p in backend.theoretical(gpu, clock, "measured on the chip during this kernel")["peaks"]} \
-                if clock else nominal
+            theo = (
+                {
+                    p["dtype"]: p
+                    for p in backend.theoretical(gpu, clock, "measured on the chip during this kernel")["peaks"]
+                }
+                if clock
+                else nominal
+            )
             t = theo.get(dt)
             if t:
                 value = r["gflops"]["median"]
-                extra.update(theoretical=t["gflops"], theoretical_formula=t["formula"],
-                             theoretical_clock_ghz=clock or gpu.get("clock_ghz"),
-                             theoretical_clock="measured" if clock else "maximum",
-                             fraction_of_theoretical=value / t["gflops"],
-                             above_105pct_of_theoretical=value > 1.05 * t["gflops"])
+                extra.update(
+                    theoretical=t["gflops"],
+                    theoretical_formula=t["formula"],
+                    theoretical_clock_ghz=clock or gpu.get("clock_ghz"),
+                    theoretical_clock="measured" if clock else "maximum",
+                    fraction_of_theoretical=value / t["gflops"],
+                    above_105pct_of_theoretical=value > 1.05 * t["gflops"],
+                )
                 if clock and dt in nominal:
                     extra["fraction_of_theoretical_at_max_clock"] = value / nominal[dt]["gflops"]
             what = f"tensor-core peak ({_instruction(r['variant'])})" if r["family"] == "tensor" else "FMA peak"
-            out.append({"name": f"{dt} {what}", "kind": "compute",
-                        "level": None, "dtype": dt, "threads": 0, "kernel": r["variant"],
-                        "value": r["gflops"]["median"], "unit": "GFLOP/s", "stats": r["gflops"],
-                        "noisy": r.get("noisy", False), **extra})
+            out.append(
+                {
+                    "name": f"{dt} {what}",
+                    "kind": "compute",
+                    "level": None,
+                    "dtype": dt,
+                    "threads": 0,
+                    "kernel": r["variant"],
+                    "value": r["gflops"]["median"],
+                    "unit": "GFLOP/s",
+                    "stats": r["gflops"],
+                    "noisy": r.get("noisy", False),
+                    **extra,
+                }
+            )
         if r["family"] == "launch":
-            out.append({"name": f"launch: {r['kernel']}", "kind": "latency", "level": None, "dtype": None,
-                        "threads": 0, "kernel": r["variant"], "value": r["ns_per_launch"]["median"], "unit": "ns",
-                        "stats": r["ns_per_launch"], "noisy": r.get("noisy", False)})
+            out.append(
+                {
+                    "name": f"launch: {r['kernel']}",
+                    "kind": "latency",
+                    "level": None,
+                    "dtype": None,
+                    "threads": 0,
+                    "kernel": r["variant"],
+                    "value": r["ns_per_launch"]["median"],
+                    "unit": "ns",
+                    "stats": r["ns_per_launch"],
+                    "noisy": r.get("noisy", False),
+                }
+            )
     # peers, as ratios next to the ceilings they check
     copy_ours = {r["working_set_bytes"]: r for r in recs if r.get("kernel") == "copy" and r.get("level") == "HBM"}
     data["peer_ratios"] = []
@@ -373,13 +536,21 @@ def derive(data: dict) -> list[dict]:
         if r.get("kernel") == "cupy-copy":
             ours = copy_ours.get(r["working_set_bytes"])
             if ours:
-                data["peer_ratios"].append({"what": f"HBM copy vs cupy copy ({r['working_set_bytes'] >> 20} MiB)",
-                                            "ratio": ours["gbps"]["median"] / r["gbps"]["median"]})
+                data["peer_ratios"].append(
+                    {
+                        "what": f"HBM copy vs cupy copy ({r['working_set_bytes'] >> 20} MiB)",
+                        "ratio": ours["gbps"]["median"] / r["gbps"]["median"],
+                    }
+                )
         if r.get("kernel") == "cublas":
             for c in out:
                 if c["dtype"] == "float16" and c["kind"] == "compute":
-                    data["peer_ratios"].append({"what": f"{_instruction(c['kernel'])} fp16 vs {r['label']}",
-                                                "ratio": c["value"] / r["gflops"]["median"]})
+                    data["peer_ratios"].append(
+                        {
+                            "what": f"{_instruction(c['kernel'])} fp16 vs {r['label']}",
+                            "ratio": c["value"] / r["gflops"]["median"],
+                        }
+                    )
     return out
 
 

@@ -10,6 +10,7 @@
   launch-bound work (the per-call figure is the replay time / n).
 Event resolution is ~0.5 us: kernels shorter than ~50 us should repeat inside or use graphs.
 """
+
 from __future__ import annotations
 
 import time
@@ -17,8 +18,9 @@ import time
 from ..timing import Samples
 
 
-def time_gpu(fn, *, budget_s: float = 0.3, min_samples: int = 5, max_samples: int = 2000,
-             warmup: int = 2, flush=None) -> Samples:
+def time_gpu(
+    fn, *, budget_s: float = 0.3, min_samples: int = 5, max_samples: int = 2000, warmup: int = 2, flush=None
+) -> Samples:
     import cupy
 
     stream = cupy.cuda.get_current_stream()

@@ -11,6 +11,7 @@ there). The compute-peak variants (fma, tensor) take a second input, a (2 x bloc
 kernel fills with (SM cycles, ns) per block: ``measured_clock(clk)`` turns it into the SM clock in
 GHz during the launch, for "fraction of the theoretical peak at the measured clock".
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,10 +38,20 @@ WGMMA_FLOP = 2 * 64 * 256 * 16  # one m64n256k16 per warpgroup
 # Resident threads per SM each kernel is launched with: one wave, every block resident at once, so
 # a grid-stride loop gives every block the same share and no block waits for a second round. The
 # compile tests check each against ptxas's report (registers x threads <= 64K registers per SM).
-SM_THREADS = {"stream_read": 2048, "l2_read": 2048, "stream_copy": 2048, "stream_triad": STREAM["TRIAD_SM_THREADS"],
-              "smem_read": 4 * BLOCK, "fma_peak": 2048, "mma_f16": MMA_SM_THREADS, "mma_bf16": MMA_SM_THREADS,
-              "intensity_f64": 2048, "wgmma_f16": 128 * WGMMA_PER_SM, "wgmma_bf16": 128 * WGMMA_PER_SM,
-              "empty_kernel": 32}
+SM_THREADS = {
+    "stream_read": 2048,
+    "l2_read": 2048,
+    "stream_copy": 2048,
+    "stream_triad": STREAM["TRIAD_SM_THREADS"],
+    "smem_read": 4 * BLOCK,
+    "fma_peak": 2048,
+    "mma_f16": MMA_SM_THREADS,
+    "mma_bf16": MMA_SM_THREADS,
+    "intensity_f64": 2048,
+    "wgmma_f16": 128 * WGMMA_PER_SM,
+    "wgmma_bf16": 128 * WGMMA_PER_SM,
+    "empty_kernel": 32,
+}
 
 
 def _cp():
@@ -56,6 +67,7 @@ def grid(kernel: str, block: int = BLOCK) -> int:
 
 # ---- stream and L2 ------------------------------------------------------------------------------
 
+
 def _filled(n, value):
     cp = _cp()
     a = cp.empty(n + (n & 1), dtype=cp.float64)
@@ -66,8 +78,13 @@ def _filled(n, value):
 def _reduce(a, partial, reps, function):
     """One launch; each block writes its partial sum to ``partial`` (allocated with the inputs, so
     nothing is allocated or reduced inside the timed region)."""
-    loader.launch(loader.kernel("stream.cu", function, STREAM), partial.size, BLOCK,
-                  (a, np.int64(a.size // 2), np.int32(reps), partial), function)
+    loader.launch(
+        loader.kernel("stream.cu", function, STREAM),
+        partial.size,
+        BLOCK,
+        (a, np.int64(a.size // 2), np.int32(reps), partial),
+        function,
+    )
     return partial
 
 
@@ -123,48 +140,92 @@ def _f64(*a, **k):
     return np.dtype(np.float64)
 
 
-register(Variant(
-    name="cuda.stream.read", family="stream", device="cuda", description="sum of a double2 array (8 B/elem)",
-    kernel=_read, reference=_partials_reference, work=_read_work, inputs=_ones_and_partials("stream_read"),
-    result_dtype=_f64))
-register(Variant(
-    name="cuda.l2.read", family="l2", device="cuda",
-    description="sum of an L2-resident double2 array, __ldcg loads, slices rotated over the SMs",
-    kernel=_l2_read, reference=lambda a, partial, reps=1, **_: _partials_reference(a, partial, reps, L2_ROTATE),
-    work=_read_work, inputs=_ones_and_partials("l2_read"), result_dtype=_f64))
-register(Variant(
-    name="cuda.stream.copy", family="stream", device="cuda", description="c = a (16 B/elem)",
-    kernel=_copy, reference=lambda c, a, **_: np.float64(1.0),
-    work=lambda c, a, reps=1, **_: Work(bytes_read=a.nbytes * reps, bytes_written=c.nbytes * reps),
-    inputs=lambda n, dtype=None, seed=0, **_: (_filled(n, 0.0), _filled(n, 1.0)), result_dtype=_f64))
-register(Variant(
-    name="cuda.stream.triad", family="stream", device="cuda", description="a = b + s*c (24 B/elem)",
-    kernel=_triad, reference=lambda a, b, c, s=3.0, **_: np.float64(2.0 + s * 0.5),
-    work=lambda a, b, c, reps=1, **_: Work(flops=2 * a.size * reps, bytes_read=(b.nbytes + c.nbytes) * reps,
-                                           bytes_written=a.nbytes * reps),
-    inputs=lambda n, dtype=None, seed=0, **_: (_filled(n, 0.0), _filled(n, 2.0), _filled(n, 0.5)),
-    defaults={"s": 3.0}, result_dtype=_f64))
+register(
+    Variant(
+        name="cuda.stream.read",
+        family="stream",
+        device="cuda",
+        description="sum of a double2 array (8 B/elem)",
+        kernel=_read,
+        reference=_partials_reference,
+        work=_read_work,
+        inputs=_ones_and_partials("stream_read"),
+        result_dtype=_f64,
+    )
+)
+register(
+    Variant(
+        name="cuda.l2.read",
+        family="l2",
+        device="cuda",
+        description="sum of an L2-resident double2 array, __ldcg loads, slices rotated over the SMs",
+        kernel=_l2_read,
+        reference=lambda a, partial, reps=1, **_: _partials_reference(a, partial, reps, L2_ROTATE),
+        work=_read_work,
+        inputs=_ones_and_partials("l2_read"),
+        result_dtype=_f64,
+    )
+)
+register(
+    Variant(
+        name="cuda.stream.copy",
+        family="stream",
+        device="cuda",
+        description="c = a (16 B/elem)",
+        kernel=_copy,
+        reference=lambda c, a, **_: np.float64(1.0),
+        work=lambda c, a, reps=1, **_: Work(bytes_read=a.nbytes * reps, bytes_written=c.nbytes * reps),
+        inputs=lambda n, dtype=None, seed=0, **_: (_filled(n, 0.0), _filled(n, 1.0)),
+        result_dtype=_f64,
+    )
+)
+register(
+    Variant(
+        name="cuda.stream.triad",
+        family="stream",
+        device="cuda",
+        description="a = b + s*c (24 B/elem)",
+        kernel=_triad,
+        reference=lambda a, b, c, s=3.0, **_: np.float64(2.0 + s * 0.5),
+        work=lambda a, b, c, reps=1, **_: Work(
+            flops=2 * a.size * reps, bytes_read=(b.nbytes + c.nbytes) * reps, bytes_written=a.nbytes * reps
+        ),
+        inputs=lambda n, dtype=None, seed=0, **_: (_filled(n, 0.0), _filled(n, 2.0), _filled(n, 0.5)),
+        defaults={"s": 3.0},
+        result_dtype=_f64,
+    )
+)
 
 
 # ---- shared memory -----------------------------------------------------------------------------
 
+
 def _smem(out, reps=1, threads=None):
-    loader.launch(loader.kernel("smem.cu", "smem_read", SMEM_KNOBS), out.size // BLOCK, BLOCK,
-                  (out, np.int32(reps)), "smem_read")
+    loader.launch(
+        loader.kernel("smem.cu", "smem_read", SMEM_KNOBS), out.size // BLOCK, BLOCK, (out, np.int32(reps)), "smem_read"
+    )
     return out
 
 
 _SMEM_PER_THREAD = SMEM_KNOBS["SMEM_FLOAT4"] // BLOCK  # float4 reads per thread per repetition
 
-register(Variant(
-    name="cuda.smem.read", family="smem", device="cuda", description="shared-memory re-reads, float4, conflict-free",
-    kernel=_smem, reference=lambda out, reps=1, **_: np.float64(4 * reps * _SMEM_PER_THREAD),
-    work=lambda out, reps=1, **_: Work(bytes_read=out.size * reps * _SMEM_PER_THREAD * 16),
-    inputs=lambda n=None, dtype=None, seed=0, **_: (_cp().zeros(grid("smem_read") * BLOCK, dtype=_cp().float32),),
-    result_dtype=lambda *a, **k: np.dtype(np.float32)))
+register(
+    Variant(
+        name="cuda.smem.read",
+        family="smem",
+        device="cuda",
+        description="shared-memory re-reads, float4, conflict-free",
+        kernel=_smem,
+        reference=lambda out, reps=1, **_: np.float64(4 * reps * _SMEM_PER_THREAD),
+        work=lambda out, reps=1, **_: Work(bytes_read=out.size * reps * _SMEM_PER_THREAD * 16),
+        inputs=lambda n=None, dtype=None, seed=0, **_: (_cp().zeros(grid("smem_read") * BLOCK, dtype=_cp().float32),),
+        result_dtype=lambda *a, **k: np.dtype(np.float32),
+    )
+)
 
 
 # ---- the SM clock probe ------------------------------------------------------------------------
+
 
 def _clock_buffer(blocks):
     return _cp().zeros(2 * blocks, dtype=_cp().uint64)
@@ -179,12 +240,19 @@ def measured_clock(clk) -> dict | None:
         return None
     per_block = v[:, 0] / v[:, 1]
     ghz = float(v[:, 0].sum() / v[:, 1].sum())
-    return {"ghz": ghz, "median_block_ghz": float(np.median(per_block)), "min_block_ghz": float(per_block.min()),
-            "max_block_ghz": float(per_block.max()), "blocks": int(len(per_block)),
-            "mean_block_ns": float(v[:, 1].mean()), "method": "clock64 / %globaltimer per block"}
+    return {
+        "ghz": ghz,
+        "median_block_ghz": float(np.median(per_block)),
+        "min_block_ghz": float(per_block.min()),
+        "max_block_ghz": float(per_block.max()),
+        "blocks": int(len(per_block)),
+        "mean_block_ns": float(v[:, 1].mean()),
+        "method": "clock64 / %globaltimer per block",
+    }
 
 
 # ---- FMA peaks ---------------------------------------------------------------------------------
+
 
 def _coeffs(m):
     alpha = 0.5 ** (1.0 / m)  # alpha^m = 1/2: values stay near 1 however long the chain
@@ -208,7 +276,7 @@ def _fma_reference(out, clk=None, reps=1, **_):
     alpha, beta = float(t(alpha)), float(t(beta))  # the kernel's coefficients, rounded as it sees them
     gid = cp.arange(out.size, dtype=cp.int64)
     x0 = sum((1 + k) + (gid & 1023).astype(cp.float64) * float(t(1e-3)) for k in range(chains))
-    am = alpha ** m
+    am = alpha**m
     return x0 * am + chains * beta * (1 - am) / (1 - alpha)
 
 
@@ -218,21 +286,35 @@ def _fma_inputs(n=None, dtype="float32", seed=0, **_):
 
 
 for _dt in ("float32", "float64"):
-    register(Variant(
-        name=f"cuda.fma.{'f32' if _dt == 'float32' else 'f64'}", family="fma", device="cuda",
-        description=f"{FMA_KNOBS['CHAINS']} register FMA chains x {FMA_KNOBS['UNROLL']} unrolled, {_dt}",
-        kernel=_fma, reference=_fma_reference,
-        work=lambda out, clk=None, reps=1, **_: Work(flops=2.0 * out.size * reps * FMA_KNOBS["UNROLL"] * FMA_KNOBS["CHAINS"]),
-        inputs=lambda n=None, dtype=None, seed=0, _d=_dt, **_: _fma_inputs(dtype=_d)))
+    register(
+        Variant(
+            name=f"cuda.fma.{'f32' if _dt == 'float32' else 'f64'}",
+            family="fma",
+            device="cuda",
+            description=f"{FMA_KNOBS['CHAINS']} register FMA chains x {FMA_KNOBS['UNROLL']} unrolled, {_dt}",
+            kernel=_fma,
+            reference=_fma_reference,
+            work=lambda out, clk=None, reps=1, **_: Work(
+                flops=2.0 * out.size * reps * FMA_KNOBS["UNROLL"] * FMA_KNOBS["CHAINS"]
+            ),
+            inputs=lambda n=None, dtype=None, seed=0, _d=_dt, **_: _fma_inputs(dtype=_d),
+        )
+    )
 
 
 # ---- tensor cores ------------------------------------------------------------------------------
 
+
 def _mma(out, clk, reps=1, dtype="float16"):
     name = "mma_f16" if dtype == "float16" else "mma_bf16"
     a_bits, b_bits = MMA_BITS[dtype]
-    loader.launch(loader.kernel("tensor.cu", name, MMA_KNOBS), out.size // MMA_BLOCK, MMA_BLOCK,
-                  (out, np.int32(reps), np.uint32(a_bits), np.uint32(b_bits), clk), name)
+    loader.launch(
+        loader.kernel("tensor.cu", name, MMA_KNOBS),
+        out.size // MMA_BLOCK,
+        MMA_BLOCK,
+        (out, np.int32(reps), np.uint32(a_bits), np.uint32(b_bits), clk),
+        name,
+    )
     return out
 
 
@@ -240,51 +322,85 @@ def _register_tensor(instruction, launch, block, blocks, per_rep, sums_per_threa
     """The tensor-core variants of one instruction (FP16 and BF16). Each instruction adds exactly 1.0
     to every accumulator, so a thread's output is sums_per_thread x per_rep x reps; FLOPs = issuing
     units (warps or warpgroups of ``unit_threads``) x per_rep x reps x ``flop`` per instruction."""
+
     def inputs(n=None, dtype=None, seed=0, **_):
         nb = blocks()
         return _cp().zeros(nb * block, dtype=_cp().float32), _clock_buffer(nb)
 
     for dt in ("float16", "bfloat16"):
-        register(Variant(
-            name=f"cuda.{instruction}.{'f16' if dt == 'float16' else 'bf16'}", family="tensor", device="cuda",
-            description=description.format(dtype=dt),
-            kernel=lambda out, clk, reps=1, threads=None, _d=dt: launch(out, clk, reps, _d),
-            reference=lambda out, clk=None, reps=1, **_: np.float64(sums_per_thread * per_rep * int(reps)),
-            work=lambda out, clk=None, reps=1, **_: Work(flops=(out.size // unit_threads) * per_rep * int(reps) * float(flop)),
-            inputs=inputs, result_dtype=lambda *a, **k: np.dtype(np.float32)))
+        register(
+            Variant(
+                name=f"cuda.{instruction}.{'f16' if dt == 'float16' else 'bf16'}",
+                family="tensor",
+                device="cuda",
+                description=description.format(dtype=dt),
+                kernel=lambda out, clk, reps=1, threads=None, _d=dt: launch(out, clk, reps, _d),
+                reference=lambda out, clk=None, reps=1, **_: np.float64(sums_per_thread * per_rep * int(reps)),
+                work=lambda out, clk=None, reps=1, **_: Work(
+                    flops=(out.size // unit_threads) * per_rep * int(reps) * float(flop)
+                ),
+                inputs=inputs,
+                result_dtype=lambda *a, **k: np.dtype(np.float32),
+            )
+        )
 
 
-_register_tensor("mma", _mma, MMA_BLOCK, lambda: grid("mma_f16", MMA_BLOCK),
-                 per_rep=MMA_KNOBS["UNROLL"] * MMA_KNOBS["CHAINS"], sums_per_thread=4, unit_threads=32, flop=MMA_FLOP,
-                 description=f"mma.sync m16n8k16 {{dtype}} -> fp32, {MMA_KNOBS['CHAINS']} accumulators per warp")
+_register_tensor(
+    "mma",
+    _mma,
+    MMA_BLOCK,
+    lambda: grid("mma_f16", MMA_BLOCK),
+    per_rep=MMA_KNOBS["UNROLL"] * MMA_KNOBS["CHAINS"],
+    sums_per_thread=4,
+    unit_threads=32,
+    flop=MMA_FLOP,
+    description=f"mma.sync m16n8k16 {{dtype}} -> fp32, {MMA_KNOBS['CHAINS']} accumulators per warp",
+)
 
 
 # ---- intensity sweep ---------------------------------------------------------------------------
 
+
 def _intensity(a, reps=1, threads=None, nfma=1, alpha=0.999, beta=0.001):
     fn = loader.kernel("intensity.cu", "intensity_f64", INTENSITY_KNOBS)
     for _ in range(int(reps)):
-        loader.launch(fn, grid("intensity_f64"), BLOCK, (a, np.int64(a.size), np.int32(nfma), np.float64(alpha),
-                                                  np.float64(beta)), "intensity_f64")
+        loader.launch(
+            fn,
+            grid("intensity_f64"),
+            BLOCK,
+            (a, np.int64(a.size), np.int32(nfma), np.float64(alpha), np.float64(beta)),
+            "intensity_f64",
+        )
     return a
 
 
 def _intensity_reference(a, reps=1, nfma=1, alpha=0.999, beta=0.001, **_):
     m = nfma * int(reps)
-    am = alpha ** m
+    am = alpha**m
     return a.astype(_cp().float64) * am + beta * (1 - am) / (1 - alpha)
 
 
-register(Variant(
-    name="cuda.intensity.f64", family="intensity", device="cuda", description="nfma dependent FMAs per element, fp64",
-    kernel=_intensity, reference=_intensity_reference,
-    work=lambda a, reps=1, nfma=1, **_: Work(flops=2.0 * nfma * a.size * reps, bytes_read=a.nbytes * reps,
-                                            bytes_written=a.nbytes * reps),
-    inputs=lambda n, dtype=None, seed=0, **_: (_cp().random.default_rng(seed).random(n, dtype=_cp().float64) + 0.5,),
-    defaults={"nfma": 1}))
+register(
+    Variant(
+        name="cuda.intensity.f64",
+        family="intensity",
+        device="cuda",
+        description="nfma dependent FMAs per element, fp64",
+        kernel=_intensity,
+        reference=_intensity_reference,
+        work=lambda a, reps=1, nfma=1, **_: Work(
+            flops=2.0 * nfma * a.size * reps, bytes_read=a.nbytes * reps, bytes_written=a.nbytes * reps
+        ),
+        inputs=lambda n, dtype=None, seed=0, **_: (
+            _cp().random.default_rng(seed).random(n, dtype=_cp().float64) + 0.5,
+        ),
+        defaults={"nfma": 1},
+    )
+)
 
 
 # ---- launch latency ----------------------------------------------------------------------------
+
 
 def empty_kernel():
     return loader.kernel("launch.cu", "empty_kernel")
@@ -297,24 +413,45 @@ def _empty(flag, reps=1, threads=None):
     return flag
 
 
-register(Variant(
-    name="cuda.launch.empty", family="launch", device="cuda", description="an empty kernel launch",
-    kernel=_empty, reference=lambda flag, **_: np.int32(0),
-    work=lambda flag, reps=1, **_: Work(launches=int(reps)),
-    inputs=lambda n=None, dtype=None, seed=0, **_: (_cp().full(1, 12345, dtype=_cp().int32),),
-    result_dtype=lambda *a, **k: np.dtype(np.int32)))
+register(
+    Variant(
+        name="cuda.launch.empty",
+        family="launch",
+        device="cuda",
+        description="an empty kernel launch",
+        kernel=_empty,
+        reference=lambda flag, **_: np.int32(0),
+        work=lambda flag, reps=1, **_: Work(launches=int(reps)),
+        inputs=lambda n=None, dtype=None, seed=0, **_: (_cp().full(1, 12345, dtype=_cp().int32),),
+        result_dtype=lambda *a, **k: np.dtype(np.int32),
+    )
+)
 
 
 # ---- tensor cores through wgmma (Hopper). Registered last: were it ever to fault, a CUDA error
 # poisons the context, and everything listed before it has run by then. ----------------------------
 
+
 def _wgmma(out, clk, reps=1, dtype="float16"):
     name = "wgmma_f16" if dtype == "float16" else "wgmma_bf16"
-    loader.launch(loader.kernel("wgmma.cu", name, WGMMA_KNOBS), out.size // 128, 128,
-                  (out, np.int32(reps), np.uint32(WGMMA_FILL[dtype]), clk), name)
+    loader.launch(
+        loader.kernel("wgmma.cu", name, WGMMA_KNOBS),
+        out.size // 128,
+        128,
+        (out, np.int32(reps), np.uint32(WGMMA_FILL[dtype]), clk),
+        name,
+    )
     return out
 
 
-_register_tensor("wgmma", _wgmma, 128, lambda: grid("wgmma_f16", 128), per_rep=WGMMA_KNOBS["UNROLL"],
-                 sums_per_thread=128, unit_threads=128, flop=WGMMA_FLOP,
-                 description="wgmma m64n256k16 {dtype} -> fp32 from shared memory (Hopper, sm_90a)")
+_register_tensor(
+    "wgmma",
+    _wgmma,
+    128,
+    lambda: grid("wgmma_f16", 128),
+    per_rep=WGMMA_KNOBS["UNROLL"],
+    sums_per_thread=128,
+    unit_threads=128,
+    flop=WGMMA_FLOP,
+    description="wgmma m64n256k16 {dtype} -> fp32 from shared memory (Hopper, sm_90a)",
+)

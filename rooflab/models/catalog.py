@@ -11,6 +11,7 @@ Shapes are facts (sources in ../shared/research/model-ops.md):
 Each generator yields every op of one forward pass; ``distinct`` folds identical shapes into one
 op with a count, which is what gets measured.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -21,9 +22,25 @@ MODELS = ("resnet50", "bert-base", "gpt2-decode", "gpt2-prefill")
 
 
 def _conv(name, N, C, H, W, K, R, stride=1, pad=0):
-    return {"kind": "conv2d", "name": name, "shape": {"N": N, "C": C, "H": H, "W": W, "K": K, "R": R, "S": R,
-                                                      "stride_h": stride, "stride_w": stride, "pad_h": pad,
-                                                      "pad_w": pad, "groups": 1, "bias": False}}
+    return {
+        "kind": "conv2d",
+        "name": name,
+        "shape": {
+            "N": N,
+            "C": C,
+            "H": H,
+            "W": W,
+            "K": K,
+            "R": R,
+            "S": R,
+            "stride_h": stride,
+            "stride_w": stride,
+            "pad_h": pad,
+            "pad_w": pad,
+            "groups": 1,
+            "bias": False,
+        },
+    }
 
 
 def _bn(name, N, C, H, W):
@@ -38,9 +55,18 @@ def resnet50(batch: int = 1, image: int = 224) -> list[dict]:
     N = batch
     ops = []
     h = (image + 2 * 3 - 7) // 2 + 1
-    ops += [_conv("conv1", N, 3, image, image, 64, 7, 2, 3), _bn("bn1", N, 64, h, h), _ew("relu", "relu", N * 64 * h * h)]
-    ops.append({"kind": "maxpool", "name": "maxpool", "shape": {"N": N, "C": 64, "H": h, "W": h, "kernel": 3,
-                                                                "stride": 2, "pad": 1}})
+    ops += [
+        _conv("conv1", N, 3, image, image, 64, 7, 2, 3),
+        _bn("bn1", N, 64, h, h),
+        _ew("relu", "relu", N * 64 * h * h),
+    ]
+    ops.append(
+        {
+            "kind": "maxpool",
+            "name": "maxpool",
+            "shape": {"N": N, "C": 64, "H": h, "W": h, "kernel": 3, "stride": 2, "pad": 1},
+        }
+    )
     h = (h + 2 - 3) // 2 + 1
     cin = 64
     for stage, (width, blocks) in enumerate(zip((64, 128, 256, 512), (3, 4, 6, 3)), start=1):
@@ -48,14 +74,21 @@ def resnet50(batch: int = 1, image: int = 224) -> list[dict]:
             stride = 2 if (b == 0 and stage > 1) else 1
             p = f"layer{stage}.{b}"
             ho = (h + 2 - 3) // stride + 1
-            ops += [_conv(f"{p}.conv1", N, cin, h, h, width, 1), _bn(f"{p}.bn1", N, width, h, h),
-                    _ew("relu", f"{p}.relu1", N * width * h * h),
-                    _conv(f"{p}.conv2", N, width, h, h, width, 3, stride, 1), _bn(f"{p}.bn2", N, width, ho, ho),
-                    _ew("relu", f"{p}.relu2", N * width * ho * ho),
-                    _conv(f"{p}.conv3", N, width, ho, ho, 4 * width, 1), _bn(f"{p}.bn3", N, 4 * width, ho, ho)]
+            ops += [
+                _conv(f"{p}.conv1", N, cin, h, h, width, 1),
+                _bn(f"{p}.bn1", N, width, h, h),
+                _ew("relu", f"{p}.relu1", N * width * h * h),
+                _conv(f"{p}.conv2", N, width, h, h, width, 3, stride, 1),
+                _bn(f"{p}.bn2", N, width, ho, ho),
+                _ew("relu", f"{p}.relu2", N * width * ho * ho),
+                _conv(f"{p}.conv3", N, width, ho, ho, 4 * width, 1),
+                _bn(f"{p}.bn3", N, 4 * width, ho, ho),
+            ]
             if b == 0:
-                ops += [_conv(f"{p}.downsample.0", N, cin, h, h, 4 * width, 1, stride),
-                        _bn(f"{p}.downsample.1", N, 4 * width, ho, ho)]
+                ops += [
+                    _conv(f"{p}.downsample.0", N, cin, h, h, 4 * width, 1, stride),
+                    _bn(f"{p}.downsample.1", N, 4 * width, ho, ho),
+                ]
             ops += [_ew("add", f"{p}.add", N * 4 * width * ho * ho), _ew("relu", f"{p}.relu3", N * 4 * width * ho * ho)]
             cin, h = 4 * width, ho
     ops.append({"kind": "avgpool", "name": "avgpool", "shape": {"N": N, "C": cin, "H": h, "W": h}})
@@ -66,21 +99,41 @@ def resnet50(batch: int = 1, image: int = 224) -> list[dict]:
 def bert_base(seq: int = 128, batch: int = 1) -> list[dict]:
     T, d, heads, ffn = batch * seq, 768, 12, 3072
     hd = d // heads
-    ops = [{"kind": "embedding", "name": "embeddings (word+position+type)",
-            "shape": {"tokens": T, "dim": d, "vocab": 30522, "tables": 3, "extra_params": (512 + 2) * d}},
-           {"kind": "layernorm", "name": "embeddings.LayerNorm", "shape": {"rows": T, "cols": d}}]
+    ops = [
+        {
+            "kind": "embedding",
+            "name": "embeddings (word+position+type)",
+            "shape": {"tokens": T, "dim": d, "vocab": 30522, "tables": 3, "extra_params": (512 + 2) * d},
+        },
+        {"kind": "layernorm", "name": "embeddings.LayerNorm", "shape": {"rows": T, "cols": d}},
+    ]
     lin = lambda name, n, k: {"kind": "gemm", "name": name, "shape": {"M": T, "N": n, "K": k, "bias": True}}  # noqa: E731
     for layer in range(12):
         p = f"layer{layer}"
-        ops += [lin(f"{p}.query", d, d), lin(f"{p}.key", d, d), lin(f"{p}.value", d, d),
-                {"kind": "batched_gemm", "name": f"{p}.scores QK^T", "shape": {"batch": batch * heads, "M": seq, "N": seq, "K": hd}},
-                {"kind": "softmax", "name": f"{p}.softmax", "shape": {"rows": batch * heads * seq, "cols": seq}},
-                {"kind": "batched_gemm", "name": f"{p}.context PV", "shape": {"batch": batch * heads, "M": seq, "N": hd, "K": seq}},
-                lin(f"{p}.attention.output", d, d), _ew("add", f"{p}.attention.residual", T * d),
-                {"kind": "layernorm", "name": f"{p}.attention.LayerNorm", "shape": {"rows": T, "cols": d}},
-                lin(f"{p}.intermediate (FFN1)", ffn, d), _ew("gelu", f"{p}.gelu", T * ffn),
-                lin(f"{p}.output (FFN2)", d, ffn), _ew("add", f"{p}.output.residual", T * d),
-                {"kind": "layernorm", "name": f"{p}.output.LayerNorm", "shape": {"rows": T, "cols": d}}]
+        ops += [
+            lin(f"{p}.query", d, d),
+            lin(f"{p}.key", d, d),
+            lin(f"{p}.value", d, d),
+            {
+                "kind": "batched_gemm",
+                "name": f"{p}.scores QK^T",
+                "shape": {"batch": batch * heads, "M": seq, "N": seq, "K": hd},
+            },
+            {"kind": "softmax", "name": f"{p}.softmax", "shape": {"rows": batch * heads * seq, "cols": seq}},
+            {
+                "kind": "batched_gemm",
+                "name": f"{p}.context PV",
+                "shape": {"batch": batch * heads, "M": seq, "N": hd, "K": seq},
+            },
+            lin(f"{p}.attention.output", d, d),
+            _ew("add", f"{p}.attention.residual", T * d),
+            {"kind": "layernorm", "name": f"{p}.attention.LayerNorm", "shape": {"rows": T, "cols": d}},
+            lin(f"{p}.intermediate (FFN1)", ffn, d),
+            _ew("gelu", f"{p}.gelu", T * ffn),
+            lin(f"{p}.output (FFN2)", d, ffn),
+            _ew("add", f"{p}.output.residual", T * d),
+            {"kind": "layernorm", "name": f"{p}.output.LayerNorm", "shape": {"rows": T, "cols": d}},
+        ]
     ops.append({"kind": "gemm", "name": "pooler", "shape": {"M": batch, "N": d, "K": d, "bias": True}})
     return [dict(o, model=f"bert-base-s{seq}-b{batch}") for o in ops]
 
@@ -93,22 +146,37 @@ def gpt2(mode: str = "decode", cache: int = 1024, prompt: int = 1024) -> list[di
     T = 1 if mode == "decode" else prompt
     ctx = cache if mode == "decode" else prompt
     lin = lambda name, n, k, bias=True: {"kind": "gemm", "name": name, "shape": {"M": T, "N": n, "K": k, "bias": bias}}  # noqa: E731
-    ops = [{"kind": "embedding", "name": "wte+wpe", "shape": {"tokens": T, "dim": d, "vocab": vocab, "tables": 2,
-                                                              "extra_params": 1024 * d}}]
+    ops = [
+        {
+            "kind": "embedding",
+            "name": "wte+wpe",
+            "shape": {"tokens": T, "dim": d, "vocab": vocab, "tables": 2, "extra_params": 1024 * d},
+        }
+    ]
     for layer in range(12):
         p = f"h{layer}"
-        ops += [{"kind": "layernorm", "name": f"{p}.ln_1", "shape": {"rows": T, "cols": d}},
-                lin(f"{p}.attn.c_attn (QKV)", 3 * d, d),
-                {"kind": "batched_gemm", "name": f"{p}.attn scores", "shape": {"batch": heads, "M": T, "N": ctx, "K": hd}},
-                {"kind": "softmax", "name": f"{p}.attn softmax", "shape": {"rows": heads * T, "cols": ctx}},
-                {"kind": "batched_gemm", "name": f"{p}.attn context", "shape": {"batch": heads, "M": T, "N": hd, "K": ctx}},
-                lin(f"{p}.attn.c_proj", d, d), _ew("add", f"{p}.residual1", T * d),
-                {"kind": "layernorm", "name": f"{p}.ln_2", "shape": {"rows": T, "cols": d}},
-                lin(f"{p}.mlp.c_fc", 4 * d, d), _ew("gelu", f"{p}.mlp.gelu", T * 4 * d),
-                lin(f"{p}.mlp.c_proj", d, 4 * d), _ew("add", f"{p}.residual2", T * d)]
-    ops += [{"kind": "layernorm", "name": "ln_f", "shape": {"rows": T, "cols": d}},
-            {"kind": "gemm", "name": "lm_head (tied to wte)", "shape": {"M": T, "N": vocab, "K": d, "bias": False,
-                                                                        "weight": False}}]
+        ops += [
+            {"kind": "layernorm", "name": f"{p}.ln_1", "shape": {"rows": T, "cols": d}},
+            lin(f"{p}.attn.c_attn (QKV)", 3 * d, d),
+            {"kind": "batched_gemm", "name": f"{p}.attn scores", "shape": {"batch": heads, "M": T, "N": ctx, "K": hd}},
+            {"kind": "softmax", "name": f"{p}.attn softmax", "shape": {"rows": heads * T, "cols": ctx}},
+            {"kind": "batched_gemm", "name": f"{p}.attn context", "shape": {"batch": heads, "M": T, "N": hd, "K": ctx}},
+            lin(f"{p}.attn.c_proj", d, d),
+            _ew("add", f"{p}.residual1", T * d),
+            {"kind": "layernorm", "name": f"{p}.ln_2", "shape": {"rows": T, "cols": d}},
+            lin(f"{p}.mlp.c_fc", 4 * d, d),
+            _ew("gelu", f"{p}.mlp.gelu", T * 4 * d),
+            lin(f"{p}.mlp.c_proj", d, 4 * d),
+            _ew("add", f"{p}.residual2", T * d),
+        ]
+    ops += [
+        {"kind": "layernorm", "name": "ln_f", "shape": {"rows": T, "cols": d}},
+        {
+            "kind": "gemm",
+            "name": "lm_head (tied to wte)",
+            "shape": {"M": T, "N": vocab, "K": d, "bias": False, "weight": False},
+        },
+    ]
     return [dict(o, model=f"gpt2-{mode}") for o in ops]
 
 
@@ -131,7 +199,7 @@ def model_ops(model: str, batch: int | None = None, seq: int | None = None, dtyp
 
 def distinct(ops: list[dict]) -> list[dict]:
     """Fold ops with the same kind, shape and dtype into one with a count (first name kept)."""
-    out: "OrderedDict[tuple, dict]" = OrderedDict()
+    out: OrderedDict[tuple, dict] = OrderedDict()
     for o in ops:
         key = (o["kind"], o["dtype"], tuple(sorted((k, v) for k, v in o["shape"].items() if k != "extra_params")))
         if key in out:
@@ -150,8 +218,12 @@ def default_suite(batch: int | None = None) -> list[tuple[str, dict]]:
     ResNet-50 at batch 1 and 32 (or the given --batch), BERT-base at sequence 128 and 512,
     GPT-2 small decode (KV cache 1024) and prefill (1024 tokens)."""
     batches = [batch] if batch else [1, 32]
-    return ([("resnet50", {"batch": b}) for b in batches] + [("bert-base", {"seq": 128}), ("bert-base", {"seq": 512}),
-            ("gpt2-decode", {}), ("gpt2-prefill", {"seq": 1024})])
+    return [("resnet50", {"batch": b}) for b in batches] + [
+        ("bert-base", {"seq": 128}),
+        ("bert-base", {"seq": 512}),
+        ("gpt2-decode", {}),
+        ("gpt2-prefill", {"seq": 1024}),
+    ]
 
 
 def suite_for(model: str | None, batch: int | None = None, seq: int | None = None) -> list[tuple[str, dict]]:

@@ -13,10 +13,11 @@ kernel where one exists; each implementation is checked against a float64 refere
 ``dispatches`` counts the numpy/BLAS calls an implementation makes: its latency floor is that
 many times the measured dispatch latency.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -40,8 +41,9 @@ def _rand(rng, shape, dtype, scale=1.0):
 def windows(xp, padded, R, S, sh, sw, P, Q):
     """(N, C, P, Q, R, S) strided view of the padded input: no copy, numpy or cupy."""
     sN, sC, sH, sW = padded.strides
-    return xp.lib.stride_tricks.as_strided(padded, shape=padded.shape[:2] + (P, Q, R, S),
-                                           strides=(sN, sC, sH * sh, sW * sw, sH, sW))
+    return xp.lib.stride_tricks.as_strided(
+        padded, shape=padded.shape[:2] + (P, Q, R, S), strides=(sN, sC, sH * sh, sW * sw, sH, sW)
+    )
 
 
 def footprint_bytes(op: dict) -> int:
@@ -93,8 +95,13 @@ def build(op: dict, seed: int = 0, own: bool = False, xp=np) -> Impl | None:
             r = xp.matmul(a.astype(f64), w.astype(f64))
             return r + bias if bias is not None else r
 
-        return Impl(f"{lib}.matmul ({'BLAS' if xp is np else 'cuBLAS'})" + (" + bias" if bias is not None else ""), run, ref,
-                    1 + (bias is not None), need)
+        return Impl(
+            f"{lib}.matmul ({'BLAS' if xp is np else 'cuBLAS'})" + (" + bias" if bias is not None else ""),
+            run,
+            ref,
+            1 + (bias is not None),
+            need,
+        )
     if k == "conv2d":
         return _conv(op, rng, dt, need, xp)
     if k == "batchnorm":
@@ -114,7 +121,9 @@ def build(op: dict, seed: int = 0, own: bool = False, xp=np) -> Impl | None:
         x = _rand(rng, (n,), dt)
         y = xp.empty_like(x)
         if k == "relu":
-            return Impl(f"{lib}.maximum", lambda: xp.maximum(x, 0, out=y), lambda: xp.maximum(x.astype(f64), 0), 1, need)
+            return Impl(
+                f"{lib}.maximum", lambda: xp.maximum(x, 0, out=y), lambda: xp.maximum(x.astype(f64), 0), 1, need
+            )
         if k == "add":
             z = _rand(rng, (n,), dt)
             return Impl(f"{lib}.add", lambda: xp.add(x, z, out=y), lambda: x.astype(f64) + z, 1, need)
@@ -135,7 +144,7 @@ def build(op: dict, seed: int = 0, own: bool = False, xp=np) -> Impl | None:
 
         def gelu_ref():
             x64 = x.astype(f64)
-            return 0.5 * x64 * (1 + xp.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64 ** 3)))
+            return 0.5 * x64 * (1 + xp.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64**3)))
 
         return Impl(f"{lib} tanh-GELU", gelu, gelu_ref, 9, need)
     if k == "softmax":
@@ -205,7 +214,11 @@ def build(op: dict, seed: int = 0, own: bool = False, xp=np) -> Impl | None:
         xpad = xp.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=-np.inf)
         P, Q = s["P"], s["Q"]
         y = xp.empty((s["N"], s["C"], P, Q), dtype=dt)
-        taps = [xpad[:, :, i:i + st * (P - 1) + 1:st, j:j + st * (Q - 1) + 1:st] for i in range(kk) for j in range(kk)]
+        taps = [
+            xpad[:, :, i : i + st * (P - 1) + 1 : st, j : j + st * (Q - 1) + 1 : st]
+            for i in range(kk)
+            for j in range(kk)
+        ]
 
         def run():  # one maximum per tap of the window over strided views (what frameworks' CPU paths do)
             xp.copyto(y, taps[0])
@@ -220,7 +233,9 @@ def build(op: dict, seed: int = 0, own: bool = False, xp=np) -> Impl | None:
     if k == "avgpool":
         x = _rand(rng, (s["N"], s["C"], s["H"], s["W"]), dt)
         y = xp.empty((s["N"], s["C"]), dtype=dt)
-        return Impl(f"{lib}.mean", lambda: xp.mean(x, axis=(2, 3), out=y), lambda: x.astype(f64).mean(axis=(2, 3)), 1, need)
+        return Impl(
+            f"{lib}.mean", lambda: xp.mean(x, axis=(2, 3), out=y), lambda: x.astype(f64).mean(axis=(2, 3)), 1, need
+        )
     raise KeyError(k)  # pragma: no cover
 
 
@@ -250,7 +265,7 @@ def _conv(op, rng, dt, need, xp=np) -> Impl:
         y = xp.empty((N, P * Q, K), dtype=dt)
 
         def run():
-            xpad[:, :, ph:ph + H, pw:pw + W] = x
+            xpad[:, :, ph : ph + H, pw : pw + W] = x
             xp.copyto(cols, windows(xp, xpad, R, S, sh, sw, P, Q).transpose(0, 2, 3, 1, 4, 5))
             xp.matmul(cols.reshape(N, P * Q, C * R * S), wm.T, out=y)
             return y.transpose(0, 2, 1).reshape(N, K, P, Q)
@@ -259,7 +274,9 @@ def _conv(op, rng, dt, need, xp=np) -> Impl:
 
     def ref():
         xp64 = xp.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-        return xp.einsum("ncpqrs,kcrs->nkpq", windows(xp, xp64, R, S, sh, sw, P, Q), w.astype(np.float64), optimize=True)
+        return xp.einsum(
+            "ncpqrs,kcrs->nkpq", windows(xp, xp64, R, S, sh, sw, P, Q), w.astype(np.float64), optimize=True
+        )
 
     return Impl(name if xp is np else name.replace("BLAS", "cuBLAS"), run, ref, disp, need)
 
@@ -272,5 +289,6 @@ def _own(op, rng, dt) -> Impl | None:
 
     v = get_variant("cpu.stream.triad")
     a, b, c = v.inputs(op["shape"]["numel"], dt)
-    return Impl("rooflab cpu.stream.triad (s=1)", lambda: v(a, b, c, s=1.0),
-                lambda: b.astype(np.float64) + c, 1, 3 * a.nbytes)
+    return Impl(
+        "rooflab cpu.stream.triad (s=1)", lambda: v(a, b, c, s=1.0), lambda: b.astype(np.float64) + c, 1, 3 * a.nbytes
+    )

@@ -5,6 +5,7 @@ to back, caches hot) and cold (a buffer larger than the last-level cache is rewr
 sample) -> place the warm time (what a steady-state inference loop sees) and keep both.
 One bad op (unknown kind, too large for memory, wrong result) is reported and the others go on.
 """
+
 from __future__ import annotations
 
 import time
@@ -42,8 +43,17 @@ def time_op(impl, budget: float, cold_samples: int, flush: np.ndarray | None) ->
     return out
 
 
-def measure_ops(ops: list[dict], roofs: dict, *, threads: int, quick: bool, caches: list[dict],
-                writer=None, progress=None, own: bool = True) -> tuple[list[dict], list[dict]]:
+def measure_ops(
+    ops: list[dict],
+    roofs: dict,
+    *,
+    threads: int,
+    quick: bool,
+    caches: list[dict],
+    writer=None,
+    progress=None,
+    own: bool = True,
+) -> tuple[list[dict], list[dict]]:
     """Returns (placed ops, errors). Each placed op keeps its record; writer saves after each."""
     budget = 0.05 if quick else 0.2
     flush = _flush_buffer(caches)
@@ -51,7 +61,7 @@ def measure_ops(ops: list[dict], roofs: dict, *, threads: int, quick: bool, cach
     for op in ops:
         if progress:
             progress.step(f"{op.get('model') or ''} {op['name']}")
-        for use_own in ((False, True) if own else (False,)):
+        for use_own in (False, True) if own else (False,):
             try:
                 impl = execute.build(op, own=use_own)
                 if impl is None:
@@ -59,25 +69,47 @@ def measure_ops(ops: list[dict], roofs: dict, *, threads: int, quick: bool, cach
                 expected = impl.reference()
                 with use_threads(threads):
                     got = impl.run()
-                    report = verify_mod.check(got, expected, dtype=got.dtype, what=f"{op['name']} [{impl.name}]",
-                                              rtol=_rtol(op, got.dtype), atol=_atol(op, got.dtype))
+                    report = verify_mod.check(
+                        got,
+                        expected,
+                        dtype=got.dtype,
+                        what=f"{op['name']} [{impl.name}]",
+                        rtol=_rtol(op, got.dtype),
+                        atol=_atol(op, got.dtype),
+                    )
                     del expected, got
                     t = time_op(impl, budget, 3 if quick else 5, flush)
             except (RooflabError, VerificationError, NotImplementedError, MemoryError) as e:
-                err = {"op": op["name"], "model": op.get("model"), "impl": "own" if use_own else "framework",
-                       "error": str(e)}
+                err = {
+                    "op": op["name"],
+                    "model": op.get("model"),
+                    "impl": "own" if use_own else "framework",
+                    "error": str(e),
+                }
                 errors.append(err)
                 if writer:
                     writer.add_error(f"{op.get('model')}: {op['name']}", str(e))
                 continue
             sec = t["warm"]["median"]
             p = place.place_op(op, sec, impl.dispatches, roofs)
-            rec = {**p, "model": op.get("model"), "name": op["name"] + (" [rooflab]" if use_own else ""),
-                   "kind": op["kind"], "dtype": op["dtype"], "shape": op["shape"], "count": op["count"],
-                   "impl": impl.name, "own_kernel": use_own, "verification": report,
-                   "time_s": t["warm"], "samples_s": t["warm_samples_s"],
-                   "cold_seconds": t.get("cold", {}).get("median"), "cold_time_s": t.get("cold"),
-                   "cold_samples_s": t.get("cold_samples_s"), "total_time_s": sec * op["count"]}
+            rec = {
+                **p,
+                "model": op.get("model"),
+                "name": op["name"] + (" [rooflab]" if use_own else ""),
+                "kind": op["kind"],
+                "dtype": op["dtype"],
+                "shape": op["shape"],
+                "count": op["count"],
+                "impl": impl.name,
+                "own_kernel": use_own,
+                "verification": report,
+                "time_s": t["warm"],
+                "samples_s": t["warm_samples_s"],
+                "cold_seconds": t.get("cold", {}).get("median"),
+                "cold_time_s": t.get("cold"),
+                "cold_samples_s": t.get("cold_samples_s"),
+                "total_time_s": sec * op["count"],
+            }
             placed.append(rec)
             if writer:
                 writer.data.setdefault("ops_placed", []).append(rec)
@@ -100,11 +132,16 @@ def find_ceilings(out_dir: Path, machine_id: str, device: str, explicit: str | N
     if explicit:
         data = load(explicit)
         if data.get("suite") != "ceilings":
-            raise RooflabError(f"{explicit} is a {data.get('suite')!r} result, not a ceilings result",
-                               "pass a file written by `rooflab run` (suite ceilings)")
+            raise RooflabError(
+                f"{explicit} is a {data.get('suite')!r} result, not a ceilings result",
+                "pass a file written by `rooflab run` (suite ceilings)",
+            )
         if data["machine"]["id"] != machine_id:
-            warnings.warn(f"ceilings come from machine {data['machine']['id']!r}, not this one ({machine_id!r}): "
-                          "the classification is for that machine's roofs", stacklevel=2)
+            warnings.warn(
+                f"ceilings come from machine {data['machine']['id']!r}, not this one ({machine_id!r}): "
+                "the classification is for that machine's roofs",
+                stacklevel=2,
+            )
             print(f"warning: ceilings from another machine ({data['machine']['id']}); placing against them anyway")
         return data, explicit
     cands = sorted((Path(out_dir) / machine_id).glob(f"rooflab-ceilings-{device}-*.json"))
@@ -115,8 +152,10 @@ def find_ceilings(out_dir: Path, machine_id: str, device: str, explicit: str | N
             continue
         if data.get("status", "").startswith("complete") and data.get("ceilings"):
             return data, str(c)
-    raise RooflabError(f"no ceilings result for machine {machine_id!r} under {out_dir}/",
-                       f"run `rooflab run --device {device}` first, or pass --ceilings RESULT.json")
+    raise RooflabError(
+        f"no ceilings result for machine {machine_id!r} under {out_dir}/",
+        f"run `rooflab run --device {device}` first, or pass --ceilings RESULT.json",
+    )
 
 
 def _finish_outputs(writer, placed, summaries):
@@ -130,13 +169,32 @@ def _finish_outputs(writer, placed, summaries):
     return [Path(stem + ".ops.csv"), Path(stem + ".ops.md")]
 
 
-def run_suite(writer, *, device, quick, threads, progress, model=None, batch=None, seq=None, ceilings_path=None,
-              out_dir=Path("results")):
+def run_suite(
+    writer,
+    *,
+    device,
+    quick,
+    threads,
+    progress,
+    model=None,
+    batch=None,
+    seq=None,
+    ceilings_path=None,
+    out_dir=Path("results"),
+):
     if device != "cpu":
         from ..cuda import models_gpu
 
-        return models_gpu.run_suite(writer, quick=quick, progress=progress, model=model, batch=batch, seq=seq,
-                                    ceilings_path=ceilings_path, out_dir=out_dir)
+        return models_gpu.run_suite(
+            writer,
+            quick=quick,
+            progress=progress,
+            model=model,
+            batch=batch,
+            seq=seq,
+            ceilings_path=ceilings_path,
+            out_dir=out_dir,
+        )
     ceil, src = find_ceilings(out_dir, writer.data["machine"]["id"], device, ceilings_path)
     writer.data["ceilings"] = ceil["ceilings"]
     writer.data["ceilings_source"] = src
@@ -154,8 +212,9 @@ def run_suite(writer, *, device, quick, threads, progress, model=None, batch=Non
     for name, ops in groups:
         roofs = place.ceilings_for(ceil, "float32", threads)
         t0 = time.monotonic()
-        placed, _ = measure_ops(ops, roofs, threads=threads, quick=quick, caches=caches, writer=writer,
-                                progress=progress)
+        placed, _ = measure_ops(
+            ops, roofs, threads=threads, quick=quick, caches=caches, writer=writer, progress=progress
+        )
         framework = [p for p in placed if not p["own_kernel"]]
         s = place.summarize_model(framework)
         s["model"] = framework[0]["model"] if framework else name
@@ -186,8 +245,9 @@ def place_command(ops, unsupported, args, source: str) -> int:
         backend.require()
     threads = check_threads(args.threads) if args.threads is not None else max_threads()
     desc = machine.describe()
-    writer = ResultWriter(Path(args.out), desc, "place", args.device, {"source": source, "quick": args.quick,
-                                                                         "threads": threads})
+    writer = ResultWriter(
+        Path(args.out), desc, "place", args.device, {"source": source, "quick": args.quick, "threads": threads}
+    )
     ceil, src = find_ceilings(Path(args.out), desc["id"], args.device, args.ceilings)
     writer.data.update(ceilings=ceil["ceilings"], ceilings_source=src, classification_rule=place.RULE)
     writer.data["machine"]["cpu"]["theoretical"] = ceil["machine"]["cpu"].get("theoretical", {})
@@ -201,8 +261,15 @@ def place_command(ops, unsupported, args, source: str) -> int:
     try:
         for op in ops:
             roofs = roofs_by_dtype.setdefault(op["dtype"], place.ceilings_for(ceil, op["dtype"], threads))
-            p, errs = measure_ops([op], roofs, threads=threads, quick=args.quick,
-                                  caches=desc["cpu"]["caches"], writer=writer, progress=progress)
+            p, errs = measure_ops(
+                [op],
+                roofs,
+                threads=threads,
+                quick=args.quick,
+                caches=desc["cpu"]["caches"],
+                writer=writer,
+                progress=progress,
+            )
             placed += p
     except KeyboardInterrupt:
         progress.close()
@@ -211,7 +278,9 @@ def place_command(ops, unsupported, args, source: str) -> int:
     progress.close()
     writer.finish("complete" if not writer.data["errors"] else "complete-with-errors")
     s = place.summarize_model([p for p in placed if not p["own_kernel"]]) if placed else None
-    files = _finish_outputs(writer, placed, [dict(s, line=place.summary_line(Path(source).name, desc["cpu"]["model"], s))] if s else [])
+    files = _finish_outputs(
+        writer, placed, [dict(s, line=place.summary_line(Path(source).name, desc["cpu"]["model"], s))] if s else []
+    )
     files += plots.roofline(writer.data, Path(str(writer.path)[:-5] + ".roofline"), ops=placed)
     if placed:
         print(place.to_markdown(placed))

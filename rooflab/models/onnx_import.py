@@ -5,6 +5,7 @@ MaxPool, GlobalAveragePool, Gather (embedding lookups of an initializer table). 
 and any mapped node whose shapes could not be inferred, is returned as unsupported with the reason;
 the rest are still placed.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,8 +15,20 @@ from ..errors import RooflabError
 from .ops import normalize
 
 ELEM_DTYPE = {1: "float32", 10: "float16", 11: "float64", 16: "bfloat16"}
-SUPPORTED = ("Conv", "Gemm", "MatMul", "Softmax", "LayerNormalization", "Relu", "Gelu", "Add",
-             "BatchNormalization", "MaxPool", "GlobalAveragePool", "Gather")
+SUPPORTED = (
+    "Conv",
+    "Gemm",
+    "MatMul",
+    "Softmax",
+    "LayerNormalization",
+    "Relu",
+    "Gelu",
+    "Add",
+    "BatchNormalization",
+    "MaxPool",
+    "GlobalAveragePool",
+    "Gather",
+)
 
 
 def _import_onnx():
@@ -84,10 +97,24 @@ def _map(kind, node, ins, out, attr, inits) -> dict:
         strides = attr(node, "strides", [1, 1])
         if pads[0] != pads[2] or pads[1] != pads[3]:
             raise ValueError(f"asymmetric padding {pads}")
-        return {"kind": "conv2d", "shape": {"N": N, "C": C, "H": H, "W": W, "K": K, "R": R, "S": S,
-                                             "stride_h": strides[0], "stride_w": strides[1], "pad_h": pads[0],
-                                             "pad_w": pads[1], "groups": attr(node, "group", 1),
-                                             "bias": len(node.input) > 2}}
+        return {
+            "kind": "conv2d",
+            "shape": {
+                "N": N,
+                "C": C,
+                "H": H,
+                "W": W,
+                "K": K,
+                "R": R,
+                "S": S,
+                "stride_h": strides[0],
+                "stride_w": strides[1],
+                "pad_h": pads[0],
+                "pad_w": pads[1],
+                "groups": attr(node, "group", 1),
+                "bias": len(node.input) > 2,
+            },
+        }
     if kind == "Gemm":
         a, b = ins[0], ins[1]
         M, K = (a[1], a[0]) if attr(node, "transA", 0) else (a[0], a[1])
@@ -119,8 +146,10 @@ def _map(kind, node, ins, out, attr, inits) -> dict:
         pads = attr(node, "pads", [0, 0, 0, 0])
         if k[0] != k[1] or st[0] != st[1]:
             raise ValueError("non-square pooling")
-        return {"kind": "maxpool", "shape": {"N": N, "C": C, "H": H, "W": W, "kernel": k[0], "stride": st[0],
-                                              "pad": pads[0]}}
+        return {
+            "kind": "maxpool",
+            "shape": {"N": N, "C": C, "H": H, "W": W, "kernel": k[0], "stride": st[0], "pad": pads[0]},
+        }
     if kind == "GlobalAveragePool":
         N, C, H, W = ins[0]
         return {"kind": "avgpool", "shape": {"N": N, "C": C, "H": H, "W": W}}
@@ -128,8 +157,10 @@ def _map(kind, node, ins, out, attr, inits) -> dict:
         table = inits.get(node.input[0])
         if table is None or len(table) != 2:
             raise ValueError("only lookups in a 2-D initializer table are embeddings")
-        return {"kind": "embedding", "shape": {"tokens": math.prod(ins[1]) if ins[1] else 1, "dim": table[1],
-                                                "vocab": table[0]}}
+        return {
+            "kind": "embedding",
+            "shape": {"tokens": math.prod(ins[1]) if ins[1] else 1, "dim": table[1], "vocab": table[0]},
+        }
     raise KeyError(kind)  # pragma: no cover
 
 

@@ -10,6 +10,7 @@ the DRAM intensity of any implementation.
 
 An op is a dict: {"kind": ..., "shape": {...}, "dtype": "float32", "name": ..., "count": 1, "model": ...}
 """
+
 from __future__ import annotations
 
 import math
@@ -25,16 +26,27 @@ REQUIRED = {
     "batched_gemm": ("batch", "M", "N", "K"),
     "conv2d": ("N", "C", "H", "W", "K", "R", "S"),
     "batchnorm": ("N", "C", "H", "W"),
-    "relu": ("numel",), "gelu": ("numel",), "add": ("numel",),
+    "relu": ("numel",),
+    "gelu": ("numel",),
+    "add": ("numel",),
     "softmax": ("rows", "cols"),
     "layernorm": ("rows", "cols"),
     "embedding": ("tokens", "dim", "vocab"),
     "maxpool": ("N", "C", "H", "W", "kernel", "stride"),
     "avgpool": ("N", "C", "H", "W"),
 }
-KIND_ALIASES = {"matmul": "gemm", "linear": "gemm", "gemv": "gemm", "bmm": "batched_gemm",
-                "batched_gemv": "batched_gemm", "conv": "conv2d", "batchnorm_inference": "batchnorm",
-                "batch_norm": "batchnorm", "layer_norm": "layernorm", "global_avgpool": "avgpool"}
+KIND_ALIASES = {
+    "matmul": "gemm",
+    "linear": "gemm",
+    "gemv": "gemm",
+    "bmm": "batched_gemm",
+    "batched_gemv": "batched_gemm",
+    "conv": "conv2d",
+    "batchnorm_inference": "batchnorm",
+    "batch_norm": "batchnorm",
+    "layer_norm": "layernorm",
+    "global_avgpool": "avgpool",
+}
 ELEMENTWISE = ("relu", "gelu", "add")
 
 
@@ -43,19 +55,22 @@ def normalize(op: dict) -> dict:
 
     Raises RooflabError naming the op and the problem (unknown kind, missing or inconsistent field)."""
     if not isinstance(op, dict):
-        raise RooflabError(f"op {op!r} is not an object", "each op is {\"kind\": ..., \"shape\": {...}}")
+        raise RooflabError(f"op {op!r} is not an object", 'each op is {"kind": ..., "shape": {...}}')
     name = op.get("name") or op.get("layer") or op.get("kind", "?")
     kind = KIND_ALIASES.get(str(op.get("kind", "")).lower(), str(op.get("kind", "")).lower())
     if kind not in REQUIRED:
-        raise RooflabError(f"op {name!r}: unknown kind {op.get('kind')!r}",
-                           f"use one of: {', '.join(sorted(REQUIRED))} (or matmul, linear, gemv, bmm)")
+        raise RooflabError(
+            f"op {name!r}: unknown kind {op.get('kind')!r}",
+            f"use one of: {', '.join(sorted(REQUIRED))} (or matmul, linear, gemv, bmm)",
+        )
     shape = dict(op.get("shape") or {})
     if kind == "gemm" and "M" not in shape and op.get("kind") in ("gemv",):
         shape["M"] = 1
     missing = [f for f in REQUIRED[kind] if f not in shape]
     if missing:
-        raise RooflabError(f"op {name!r} ({kind}): missing shape field(s) {', '.join(missing)}",
-                           f"give {', '.join(REQUIRED[kind])}")
+        raise RooflabError(
+            f"op {name!r} ({kind}): missing shape field(s) {', '.join(missing)}", f"give {', '.join(REQUIRED[kind])}"
+        )
     for k, v in shape.items():
         if isinstance(v, bool) or k in ("bias",):
             continue
@@ -63,7 +78,9 @@ def normalize(op: dict) -> dict:
             raise RooflabError(f"op {name!r}: shape field {k}={v!r} must be a non-negative integer")
     dtype = DTYPE_ALIASES.get(str(op.get("dtype", "float32")), str(op.get("dtype", "float32")))
     if dtype not in ITEMSIZE:
-        raise RooflabError(f"op {name!r}: unknown dtype {op.get('dtype')!r}", "use float32, float64, float16 or bfloat16")
+        raise RooflabError(
+            f"op {name!r}: unknown dtype {op.get('dtype')!r}", "use float32, float64, float16 or bfloat16"
+        )
     if kind == "conv2d":
         shape.setdefault("stride_h", shape.pop("stride", 1) if "stride" in shape else 1)
         shape.setdefault("stride_w", shape["stride_h"])
@@ -76,8 +93,10 @@ def normalize(op: dict) -> dict:
         if P < 1 or Q < 1:
             raise RooflabError(f"op {name!r}: filter {shape['R']}x{shape['S']} does not fit the padded input")
         if "P" in shape and shape["P"] != P or "Q" in shape and shape["Q"] != Q:
-            raise RooflabError(f"op {name!r}: given output {shape.get('P')}x{shape.get('Q')} is inconsistent "
-                               f"with input, filter, stride and padding ({P}x{Q})")
+            raise RooflabError(
+                f"op {name!r}: given output {shape.get('P')}x{shape.get('Q')} is inconsistent "
+                f"with input, filter, stride and padding ({P}x{Q})"
+            )
         shape["P"], shape["Q"] = P, Q
         if shape["C"] % shape["groups"] or shape["K"] % shape["groups"]:
             raise RooflabError(f"op {name!r}: C and K must be multiples of groups={shape['groups']}")
@@ -97,8 +116,7 @@ def normalize(op: dict) -> dict:
     count = op.get("count", op.get("count_per_forward", 1))
     if not isinstance(count, int) or count < 1:
         raise RooflabError(f"op {name!r}: count must be a positive integer, got {count!r}")
-    return {"kind": kind, "shape": shape, "dtype": dtype, "name": str(name), "count": count,
-            "model": op.get("model")}
+    return {"kind": kind, "shape": shape, "dtype": dtype, "name": str(name), "count": count, "model": op.get("model")}
 
 
 def flops(op: dict) -> float:
@@ -135,8 +153,12 @@ def min_bytes(op: dict) -> float:
     if k == "batched_gemm":
         return e * s["batch"] * (s["M"] * s["K"] + s["K"] * s["N"] + s["M"] * s["N"])
     if k == "conv2d":
-        n = (s["N"] * s["C"] * s["H"] * s["W"] + s["K"] * (s["C"] // s["groups"]) * s["R"] * s["S"]
-             + s["N"] * s["K"] * s["P"] * s["Q"] + (s["K"] if s.get("bias") else 0))
+        n = (
+            s["N"] * s["C"] * s["H"] * s["W"]
+            + s["K"] * (s["C"] // s["groups"]) * s["R"] * s["S"]
+            + s["N"] * s["K"] * s["P"] * s["Q"]
+            + (s["K"] if s.get("bias") else 0)
+        )
         return e * n
     if k == "batchnorm":
         return e * (2 * s["N"] * s["C"] * s["H"] * s["W"] + 4 * s["C"])

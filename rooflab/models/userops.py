@@ -14,6 +14,7 @@ A bare list of ops is accepted too. kind: gemm (alias matmul, linear, gemv), bat
 conv2d, batchnorm, relu, gelu, add, softmax, layernorm, embedding, maxpool, avgpool; dtype defaults
 to float32; name and count are optional. Bad ops are listed and skipped; the rest are placed.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,9 @@ from .ops import normalize
 def parse_ops(doc) -> tuple[list[dict], list[dict]]:
     items = doc.get("ops") if isinstance(doc, dict) else doc
     if not isinstance(items, list):
-        raise RooflabError("OPS.json must be a list of ops or {\"ops\": [...]}", "see `rooflab place --help` and the README")
+        raise RooflabError(
+            'OPS.json must be a list of ops or {"ops": [...]}', "see `rooflab place --help` and the README"
+        )
     ok, bad = [], []
     for i, raw in enumerate(items):
         try:
