@@ -13,7 +13,8 @@ def _build_fma(dtype, threads):
 
     import rooflab
     from rooflab import machine
-    from rooflab.runner import Runner, Settings
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
 
     K, S = bench_params("fma_config", (64, 8))
     caches = machine.read_caches()
@@ -22,7 +23,7 @@ def _build_fma(dtype, threads):
     v = rooflab.get_variant("cpu.ert.fma")
     (a,) = v.inputs(block * threads, np.dtype(dtype))
     params = {"K": K, "S": S, "block": block}
-    Runner(Settings(probe_clock=False)).verify(v, (a,), v.params(reps=2, **params), threads)
+    Driver(cpu_backend(), Settings(probe_clock=False)).verify(v, (a,), v.params(reps=2, **params), threads)
     reps = max(1, int(1e9 / (2 * K * a.size)))
     return v, a, params, reps
 
@@ -55,8 +56,9 @@ def _build_sweep(K, passes):
     from rooflab.kernels.cpu import ert, stream
 
     import rooflab
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
     from rooflab.memory import aligned_empty
-    from rooflab.runner import Runner, Settings
     from rooflab.threads import max_threads
 
     t = max_threads()
@@ -66,7 +68,7 @@ def _build_sweep(K, passes):
     stream.fill_pattern(a, t)
     v = rooflab.get_variant("cpu.ert.fma")
     params = {"K": K, "S": ert.DEFAULT_S, "block": block}
-    Runner(Settings(probe_clock=False)).verify(v, (a,), v.params(reps=passes, **params), t)
+    Driver(cpu_backend(), Settings(probe_clock=False)).verify(v, (a,), v.params(reps=passes, **params), t)
     return v, a, params, t
 
 

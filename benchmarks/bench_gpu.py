@@ -15,13 +15,14 @@ def _sync():
 
 def _verified(name, *args):
     import rooflab
-    from rooflab.cuda.suite import check_device
+    from rooflab.verify import check
 
     v = rooflab.get_variant(name)
     inputs = v.inputs(*args)
     p = v.params()
     dtype = v.result_dtype(*inputs, **p) if v.result_dtype else inputs[0].dtype
-    check_device(v.kernel(*inputs, reps=2, **p), v.reference(*inputs, reps=2, **p), dtype, name)
+    expected = v.reference(*inputs, reps=2, **p)
+    check(v.kernel(*inputs, reps=2, **p), expected, dtype=dtype, what=name, kind=v.tolerance)
     return v, inputs, p
 
 

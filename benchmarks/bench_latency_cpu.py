@@ -11,9 +11,10 @@ from ._common import prepared, thread_counts
 
 def _ops():
     import rooflab
-    from rooflab.runner import Runner, Settings
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
 
-    r = Runner(Settings(probe_clock=False))
+    r = Driver(cpu_backend(), Settings(probe_clock=False))
     t = thread_counts()[-1]
     empty = rooflab.get_variant("cpu.latency.empty")
     ufunc = rooflab.get_variant("cpu.latency.ufunc")

@@ -11,8 +11,9 @@ def _build(kernel, nbytes, threads):
     from rooflab.kernels.cpu import stream
 
     import rooflab
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
     from rooflab.memory import aligned_empty
-    from rooflab.runner import Runner, Settings
 
     v = rooflab.get_variant(f"cpu.stream.{kernel}")
     k = stream.ARRAYS[kernel]
@@ -21,7 +22,7 @@ def _build(kernel, nbytes, threads):
     part = buf.size // k // 16 * 16
     inputs = tuple(buf[i * part : (i + 1) * part] for i in range(k))
     vparams = v.params(s=2.0) if kernel == "update" else v.params()  # s=1 would let a no-op pass
-    Runner(Settings(probe_clock=False)).verify(v, inputs, vparams, threads)  # raises if wrong
+    Driver(cpu_backend(), Settings(probe_clock=False)).verify(v, inputs, vparams, threads)  # raises if wrong
     reps = max(1, (64 << 20) // nbytes)
     return v, inputs, reps, buf
 

@@ -35,7 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--gpu", type=int, default=0, metavar="INDEX", help="CUDA device index for --device cuda (default 0)"
     )
-    r.add_argument("--suite", default="ceilings", help="comma-separated: ceilings (default), models")
+    r.add_argument(
+        "--suite",
+        default="ceilings",
+        help="comma-separated: ceilings (default), models, or a kernel family (gemm, conv, elementwise, chase, ...)",
+    )
     r.add_argument("--quick", action="store_true", help="smaller budgets and sweeps (~1 min on 2 cores)")
     r.add_argument("--threads", type=int, default=None, help="threads for the all-core figures (default: all cores)")
     r.add_argument("--out", default="results", help="results directory (default: results/)")

@@ -34,7 +34,9 @@ def _devices(text: str) -> list[str]:
 
 def _suites(text: str, device: str) -> list[str]:
     names = [s.strip() for s in (text or "ceilings").split(",") if s.strip()]
-    known = ("ceilings", "models")
+    from .registry import family_suites
+
+    known = ("ceilings", "models", *family_suites())
     for s in names:
         if s not in known:
             raise RooflabError(f"unknown suite {s!r}", f"use one or more of: {', '.join(known)}")
@@ -48,10 +50,9 @@ def cmd_info(args) -> int:
     from rich.table import Table
 
     from . import machine
-    from .runner import Runner
+    from .cpu.backend import probe_clock
 
-    r = Runner()
-    probe = r.probe_clock(1)
+    probe = probe_clock(1)
     m = machine.describe(measured_ghz=min(probe) if probe else None)
     c = _console()
     cpu = m["cpu"]
@@ -114,9 +115,9 @@ def cmd_info(args) -> int:
 
 def cmd_run(args) -> int:
     from . import machine
+    from .driver import Settings
     from .progress import RichProgress
     from .results import ResultWriter
-    from .runner import Runner, Settings
     from .threads import check_threads, max_threads
 
     devices = _devices(args.device)
@@ -155,9 +156,9 @@ def cmd_run(args) -> int:
                     desc["id"] = f"{machine.slug(desc['gpu']['name'])}-gpu{args.gpu}"
             writer = ResultWriter(out, desc, suite, device, config)
             progress = RichProgress(f"{suite} on {device}")
-            runner = Runner(settings)
+            driver = _driver(device, settings)
             try:
-                _run_suite(suite, device, runner, writer, args, threads, max_ws, progress)
+                _run_suite(suite, device, driver, writer, args, threads, max_ws, progress)
             except KeyboardInterrupt:
                 progress.close()
                 writer.finish("interrupted")
@@ -188,12 +189,24 @@ def cmd_run(args) -> int:
     return status
 
 
-def _run_suite(suite, device, runner, writer, args, threads, max_ws, progress):
+def _driver(device: str, settings):
+    from .driver import Driver
+
+    if device == "cuda":
+        from .cuda.backend import driver_backend
+
+        return Driver(driver_backend(), settings)
+    from .cpu.backend import cpu_backend
+
+    return Driver(cpu_backend(), settings)
+
+
+def _run_suite(suite, device, driver, writer, args, threads, max_ws, progress):
     if device == "cpu" and suite == "ceilings":
         from .suite_ceilings import Plan, run
 
         plan = Plan(threads_all=threads, quick=args.quick, max_ws=max_ws, sweep_factor=4.0 if args.quick else 2**0.5)
-        run(runner, writer, plan, progress)
+        run(driver, writer, plan, progress)
     elif device == "cuda" and suite == "ceilings":
         from .cuda import suite as gpu_suite
 
@@ -213,8 +226,15 @@ def _run_suite(suite, device, runner, writer, args, threads, max_ws, progress):
             ceilings_path=args.ceilings,
             out_dir=Path(args.out),
         )
-    else:  # pragma: no cover - guarded by _suites
-        raise RooflabError(f"suite {suite!r} is not available on {device}")
+    else:  # a kernel family's own suite: its cases on this device
+        from .registry import family_cases
+
+        cases = family_cases(suite, device, quick=args.quick, threads=sorted({1, threads}))
+        if not cases:
+            raise RooflabError(f"suite {suite!r} has nothing to measure on {device}", "pick another --device")
+        progress.start(len(cases))
+        driver.run(cases, writer, progress)
+        progress.done(None)
 
 
 def _summary(data: dict) -> None:

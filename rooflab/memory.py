@@ -80,3 +80,15 @@ def parse_size(text: str) -> int:
     if value <= 0:
         raise RooflabError(f"size must be positive, got {text!r}")
     return int(value * mult)
+
+
+def random_aligned(n: int, dtype, seed: int, count: int) -> tuple:
+    """``count`` cache-line aligned arrays of ``n`` values uniform in [0.5, 1.5) (fixed seed): every
+    element differs, so a kernel that skips or repeats elements changes the checked result."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        a = aligned_empty(n, dtype)
+        a[:] = rng.random(n, dtype=np.float64) + 0.5
+        out.append(a)
+    return tuple(out)

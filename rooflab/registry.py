@@ -57,6 +57,7 @@ class Variant:
     number: int | None = None  # rung of the family's ladder; 0 = the library
     op: str | None = None  # model-op kind this variant executes (inputs then take op shapes)
     dtypes: tuple = ()  # dtypes it accepts (empty: any the family declares)
+    tolerance: str = "default"  # column of rooflab.verify.TOLERANCES its results are held to
 
     def __call__(self, *arrays, **params):
         return self.kernel(*arrays, **{**self.defaults, **params})
@@ -164,3 +165,24 @@ def check_cases(cases: list[Case]) -> list[Case]:
             "register them in their family module or fix the suite",
         )
     return cases
+
+
+def family_suites() -> list[str]:
+    """Families that declare a suite (``cases(quick, threads)`` in their package): `rooflab run --suite NAME`."""
+    _load()
+    out = []
+    for name in sorted({v.family for v in _REGISTRY.values()}):
+        try:
+            mod = importlib.import_module(f"{__package__}.families.{name}")
+        except ImportError:
+            continue
+        if callable(getattr(mod, "cases", None)):
+            out.append(name)
+    return out
+
+
+def family_cases(family: str, device: str, quick: bool, threads: list[int]) -> list[Case]:
+    """The cases of a family's suite that run on ``device``, checked against the registry."""
+    mod = importlib.import_module(f"{__package__}.families.{family}")
+    cases = [c for c in mod.cases(quick=quick, threads=threads) if get_variant(c.variant).device == device]
+    return check_cases(cases)

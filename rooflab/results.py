@@ -15,7 +15,12 @@ from pathlib import Path
 
 from .errors import RooflabError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Versions this rooflab reads. 2 (rooflab 0.2): records written by the one driver carry ``library``
+# and ``number`` (variant 0 = the library) and a verification ``tolerance`` kind; failed records keep
+# their status and error with no figures. Every field of version 1 kept its name and meaning, so
+# version-1 files are read as they are.
+READS = (1, 2)
 KIND = "rooflab-result"
 
 

@@ -16,10 +16,10 @@ from statistics import median
 import numpy as np
 
 from . import roofline
+from .driver import Driver
 from .kernels.cpu import ert, stream
 from .memory import aligned_empty, fmt_bytes, require_fits
-from .registry import Variant, get_variant
-from .runner import Runner
+from .registry import Case, Variant, get_variant
 
 KERNELS = ("read", "copy", "triad", "update")
 INTENSITIES_FP64 = [
@@ -79,85 +79,78 @@ def default_max_ws(caches: list[dict], quick: bool = False) -> int:
     return want
 
 
-def plan_steps(plan: Plan, sizes: list[int]) -> int:
-    n = 1  # clock
-    if "latency" not in plan.skip:
-        n += 3
-    if "compute" not in plan.skip:
-        n += 2 * len(plan.thread_counts()) * len(PEAK_CONFIGS)
-    if "bandwidth" not in plan.skip:
-        n += len(sizes) * len(KERNELS) * len(plan.thread_counts())
-    if "intensity" not in plan.skip:
-        n += len(intensity_points(plan))
-    return n
-
-
 def intensity_points(plan: Plan) -> list[tuple[int, int]]:
     return INTENSITIES_QUICK if plan.quick else INTENSITIES_FP64
 
 
-def views(buf: np.ndarray, kernel: str) -> tuple:
-    """Split one working-set buffer into the kernel's arrays, each starting on a cache line."""
-    k = stream.ARRAYS[kernel]
-    part = (buf.size // k) // stream.ALIGN_ELEMS * stream.ALIGN_ELEMS
-    return tuple(buf[i * part : (i + 1) * part] for i in range(k))
-
-
-def measure_latency(runner: Runner, writer, threads_all: int, step) -> None:
-    cases = [
-        ("cpu.latency.empty", (), 1, 20000),
-        ("cpu.latency.ufunc", get_variant("cpu.latency.ufunc").inputs(8), 1, 5000),
-        ("cpu.latency.fork_join", (np.zeros(threads_all),), threads_all, 200),
-    ]
-    for name, inputs, threads, calls in cases:
-        step(f"latency {name.split('.')[-1]}")
-        rec = runner.measure(
-            name, inputs, threads=threads, reps=calls, cv_limit=0.15, meta={"kernel": name.split(".")[-1]}
+def latency_cases(threads_all: int) -> list[Case]:
+    calls = {"cpu.latency.empty": 20000, "cpu.latency.ufunc": 5000, "cpu.latency.fork_join": 200}
+    return [
+        Case(
+            name,
+            size=threads_all if name.endswith("fork_join") else 8,
+            threads=threads_all if name.endswith("fork_join") else 1,
+            label=f"latency {name.split('.')[-1]}",
+            meta={"kernel": name.split(".")[-1]},
+            timing={"reps": reps, "cv_limit": 0.15},
         )
-        writer.add_record(rec)
+        for name, reps in calls.items()
+    ]
 
 
-def measure_peaks(runner: Runner, writer, plan: Plan, l1_bytes: int, step) -> None:
-    v = get_variant("cpu.ert.fma")
-    for dtype in (np.float64, np.float32):
+def peak_cases(plan: Plan, l1_bytes: int) -> list[Case]:
+    out = []
+    for dtype in ("float64", "float32"):
         for threads in plan.thread_counts():
             for K, S in PEAK_CONFIGS:
-                step(f"FMA peak {np.dtype(dtype).name} K={K} {threads}T")
                 block = ert.block_elements(l1_bytes, np.dtype(dtype).itemsize, S)
-                (a,) = v.inputs(block * threads, dtype, seed=threads)
-                rec = runner.measure(
-                    v,
-                    (a,),
-                    threads=threads,
-                    params={"K": K, "S": S, "block": block},
-                    verify_params={"reps": 2},
-                    meta={"kernel": "fma", "block_bytes": block * a.itemsize},
+                out.append(
+                    Case(
+                        "cpu.ert.fma",
+                        size=block * threads,
+                        dtype=dtype,
+                        threads=threads,
+                        params={"K": K, "S": S, "block": block},
+                        verify_params={"reps": 2},
+                        label=f"FMA peak {dtype} K={K} {threads}T",
+                        meta={"kernel": "fma", "block_bytes": block * np.dtype(dtype).itemsize},
+                    )
                 )
-                writer.add_record(rec)
+    return out
 
 
-def measure_bandwidth(runner: Runner, writer, plan: Plan, sizes: list[int], step) -> None:
+def bandwidth_cases(plan: Plan, sizes: list[int]) -> list[Case]:
+    """Every working-set size x kernel x thread count; a kernel's arrays share the working set."""
+    out = []
     for ws in sizes:
-        buf = aligned_empty(ws // 8, np.float64)
-        stream.fill_pattern(buf, plan.threads_all)
         for kernel in KERNELS:
-            v = get_variant(f"cpu.stream.{kernel}")
-            arrays = views(buf, kernel)
+            n = (ws // 8 // stream.ARRAYS[kernel]) // stream.ALIGN_ELEMS * stream.ALIGN_ELEMS
             for threads in plan.thread_counts():
-                step(f"{kernel} {fmt_bytes(ws)} {threads}T")
-                rec = runner.measure(
-                    v,
-                    arrays,
-                    threads=threads,
-                    label=f"{kernel} {fmt_bytes(ws)}",
-                    verify_params={"s": 2.0} if kernel == "update" else None,
-                    meta={"kernel": kernel},
-                    cv_limit=0.10,
-                    max_attempts=2 if plan.quick else 3,
+                out.append(
+                    Case(
+                        f"cpu.stream.{kernel}",
+                        size=n,
+                        threads=threads,
+                        verify_params={"s": 2.0} if kernel == "update" else None,
+                        label=f"{kernel} {fmt_bytes(ws)} {threads}T",
+                        meta={"kernel": kernel},
+                        timing={"cv_limit": 0.10, "max_attempts": 2 if plan.quick else 3},
+                        sweep="bandwidth",
+                    )
                 )
-                writer.add_record(rec, sweep="bandwidth")
-            del arrays
-        del buf
+    return out
+
+
+def cases(plan: Plan, sizes: list[int], l1_bytes: int) -> list[Case]:
+    """The suite as data (the intensity sweep is added by ``run``: it rotates through one array)."""
+    out = []
+    if "latency" not in plan.skip:
+        out += latency_cases(plan.threads_all)
+    if "compute" not in plan.skip:
+        out += peak_cases(plan, l1_bytes)
+    if "bandwidth" not in plan.skip:
+        out += bandwidth_cases(plan, sizes)
+    return out
 
 
 class _Rotating:
@@ -198,7 +191,7 @@ def rotating_variant(rot: _Rotating) -> Variant:
     )
 
 
-def measure_intensity(runner: Runner, writer, plan: Plan, l1_bytes: int, ws: int, step) -> None:
+def measure_intensity(driver: Driver, writer, plan: Plan, l1_bytes: int, ws: int, step) -> None:
     threads = plan.threads_all
     block = ert.block_elements(l1_bytes, 8)
     unit = block * threads
@@ -221,7 +214,7 @@ def measure_intensity(runner: Runner, writer, plan: Plan, l1_bytes: int, ws: int
         floor = max(unit, ((8 << 20) // 8) // unit * unit)
         slice_elems = int(min(n, max(floor, probe * target / max(dt, 1e-6))) // unit * unit)
         rot.n, rot.offset = slice_elems, 0
-        rec = runner.measure(
+        rec = driver.measure(
             v,
             (a,),
             threads=threads,
@@ -232,7 +225,7 @@ def measure_intensity(runner: Runner, writer, plan: Plan, l1_bytes: int, ws: int
             max_attempts=2,
             meta={"kernel": "ert", "intensity": intensity, "array_bytes": a.nbytes, "slice_bytes": slice_elems * 8},
         )
-        writer.add_record(rec, sweep="intensity")
+        writer.add_record(rec.as_dict(), sweep="intensity")
     del a
 
 
@@ -298,7 +291,7 @@ def derive_ceilings(data: dict) -> list[dict]:
     return out
 
 
-def run(runner: Runner, writer, plan: Plan, progress) -> None:
+def run(driver: Driver, writer, plan: Plan, progress) -> None:
     """Measure everything in ``plan`` and store ceilings; the writer saves after every step."""
     machine = writer.data["machine"]
     caches = machine["cpu"]["caches"]
@@ -318,14 +311,16 @@ def run(runner: Runner, writer, plan: Plan, progress) -> None:
             f"intensity sweep array {fmt_bytes(intensity_ws)} is below 4x the LLC "
             f"({fmt_bytes(4 * caches[-1]['size_bytes'])}); its low-intensity points may see cache bandwidth"
         )
-    task = progress.start(plan_steps(plan, sizes))
+    suite = cases(plan, sizes, l1)
+    n_intensity = 0 if "intensity" in plan.skip else len(intensity_points(plan))
+    task = progress.start(1 + len(suite) + n_intensity)
     step = progress.step
 
     step("clock probe")
     clocks = {t: [] for t in plan.thread_counts()}
     for _ in range(5):
         for t in plan.thread_counts():
-            probe = runner.probe_clock(t)
+            probe = driver.probe_clock(t)
             if probe:
                 clocks[t].append(min(probe))
     if clocks[1]:
@@ -336,14 +331,9 @@ def run(runner: Runner, writer, plan: Plan, progress) -> None:
 
         machine["cpu"]["theoretical"] = peaks_for(machine["cpu"], ghz)
     writer.save()
-    if "latency" not in plan.skip:
-        measure_latency(runner, writer, plan.threads_all, step)
-    if "compute" not in plan.skip:
-        measure_peaks(runner, writer, plan, l1, step)
-    if "bandwidth" not in plan.skip:
-        measure_bandwidth(runner, writer, plan, sizes, step)
+    driver.run(suite, writer, progress)
     if "intensity" not in plan.skip:
-        measure_intensity(runner, writer, plan, l1, intensity_ws, step)
+        measure_intensity(driver, writer, plan, l1, intensity_ws, step)
     writer.data["ceilings"] = derive_ceilings(writer.data)
     for c in writer.data["ceilings"]:
         if c.get("above_105pct_of_theoretical"):

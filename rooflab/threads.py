@@ -43,3 +43,12 @@ def use_threads(n: int):
             yield n
     finally:
         numba.set_num_threads(old)
+
+
+def resolve_threads(threads: int | None) -> int:
+    """``threads``, or numba's current thread count when None (what a kernel call will use)."""
+    if threads is None:
+        import numba
+
+        return numba.get_num_threads()
+    return int(threads)

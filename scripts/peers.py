@@ -30,9 +30,10 @@ from rooflab.kernels.cpu import ert, stream
 
 import rooflab
 from rooflab import machine
+from rooflab.cpu.backend import cpu_backend
+from rooflab.driver import Driver, Settings
 from rooflab.memory import aligned_empty
 from rooflab.results import atomic_write_json, utc_now
-from rooflab.runner import Runner, Settings
 
 
 def likwid(test: str, size: str, threads: int) -> float:
@@ -66,20 +67,20 @@ def main() -> int:
     l1, l2 = cpu["caches"][0]["size_bytes"], cpu["caches"][1]["size_bytes"]
     w = "avx512" if "avx512f" in cpu["simd"] else "avx"
     # the suite's own contention handling: clock probes around each measurement, up to 3 attempts
-    runner = Runner(Settings(budget_s=0.5, target_s=0.02, max_attempts=3))
+    driver = Driver(cpu_backend(), Settings(budget_s=0.5, target_s=0.02, max_attempts=3))
 
     def ert_peak(dtype, threads):
         block = ert.block_elements(l1, np.dtype(dtype).itemsize, 8)
         (a,) = rooflab.get_variant("cpu.ert.fma").inputs(block * threads, dtype)
-        r = runner.measure(
+        r = driver.measure(
             "cpu.ert.fma", (a,), threads=threads, params={"K": 64, "S": 8, "block": block}, verify_params={"reps": 2}
         )
-        return r["gflops"]["median"]
+        return r.gflops["median"]
 
     def read_bw(total_bytes, threads):
         a = aligned_empty(total_bytes // 8)
         stream.fill_pattern(a, threads)
-        return runner.measure("cpu.stream.read", (a,), threads=threads)["gbps"]["median"]
+        return driver.measure("cpu.stream.read", (a,), threads=threads).gbps["median"]
 
     dram_total = 2 * 10**9 if args.dram_bytes.upper() == "2GB" else int(args.dram_bytes)
     tri_buf = aligned_empty(dram_total // 8)
@@ -88,12 +89,10 @@ def main() -> int:
     tri = (tri_buf[:part], tri_buf[part : 2 * part], tri_buf[2 * part : 3 * part])
 
     def triad_bw(threads):
-        return runner.measure("cpu.stream.triad", tri, threads=threads)["gbps"]["median"]
+        return driver.measure("cpu.stream.triad", tri, threads=threads).gbps["median"]
 
     def update_bw(threads):
-        return runner.measure("cpu.stream.update", (tri_buf,), threads=threads, verify_params={"s": 2.0})["gbps"][
-            "median"
-        ]
+        return driver.measure("cpu.stream.update", (tri_buf,), threads=threads, verify_params={"s": 2.0}).gbps["median"]
 
     kb = lambda b: f"{b // 1024}kB"  # noqa: E731  likwid sizes are totals over the threads
     targets = []
@@ -188,7 +187,8 @@ def main() -> int:
             flush=True,
         )
     theo = {
-        (q["dtype"], q["threads"]): q["gflops"] for q in machine.peaks_for(cpu, Runner().probe_clock(1)[0])["peaks"]
+        (q["dtype"], q["threads"]): q["gflops"]
+        for q in machine.peaks_for(cpu, Driver(cpu_backend()).probe_clock(1)[0])["peaks"]
     }
     out = Path(args.out) / desc["id"] / f"peers-{utc_now().replace(':', '').replace('-', '')}.json"
     atomic_write_json(

@@ -149,8 +149,18 @@ class _Kernel:
             a, b, c, s, n2 = args
             a[...] = b + float(s) * c
         elif n == "smem_read":
-            out, reps = args
-            out[...] = 4.0 * int(reps) * k["SMEM_FLOAT4"] / k["BLOCK"]
+            out, reps = args  # the kernel's loops, one rotation period at a time (it repeats every W/32)
+            words, bs = k["SMEM_FLOAT4"], k["BLOCK"]
+            i = np.arange(words)
+            buf = np.stack([(i >> 5) & 3, i & 1, (i >> 1) & 1, (i >> 9) & 1], axis=1).astype(np.float32)
+            t = np.arange(bs)
+            period_sums = []
+            for r in range(min(int(reps), words // 32)):
+                rot = (r * 32) & (words - 1)
+                period_sums.append(sum(buf[(t + j * bs + rot) & (words - 1)].sum(axis=1) for j in range(words // bs)))
+            full, rest = divmod(int(reps), words // 32)
+            acc = full * np.sum(period_sums, axis=0) + np.sum(period_sums[:rest], axis=0)
+            out[...] = np.tile(acc, out.size // bs)
         elif "fma_peak" in n:
             out, iters, a, b, clk = args
             m = int(iters) * k["UNROLL"]

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from rooflab.cuda import compiler
-from rooflab.cuda import variants as cv
+from rooflab.cuda import knobs as cv
 from rooflab.errors import RooflabError
 
 NVCC = shutil.which("nvcc")

@@ -18,7 +18,7 @@ def test_describe_has_the_facts_peaks_need():
 
 
 def test_fma_probes_a_plausible_sm_clock():
-    from rooflab.cuda import variants as cv
+    from rooflab.cuda import knobs as cv
 
     v = rooflab.get_variant("cuda.fma.f32")
     out, clk = v.inputs()
@@ -42,13 +42,13 @@ def test_a_bad_launch_is_named_and_the_next_one_works():
 
 
 def test_wrong_expectation_is_rejected():
-    from rooflab.cuda.suite import check_device
+    from rooflab.verify import check
 
     v = rooflab.get_variant("cuda.stream.triad")
     a, b, c = v.inputs(1 << 16)
     v.kernel(a, b, c, s=3.0)
     with pytest.raises(rooflab.VerificationError, match="outside"):
-        check_device(a, 99.0, np.float64, "triad")
+        check(a, 99.0, dtype=np.float64, what="triad")
 
 
 def test_bad_device_index():
@@ -73,7 +73,7 @@ def test_run_cuda_quick(tmp_path):
 @pytest.mark.parametrize("name", [v.name for v in rooflab.list_variants(device="cuda")])
 def test_every_cuda_variant_verifies(name):
     from rooflab.cuda import compiler, loader
-    from rooflab.cuda.suite import check_device
+    from rooflab.verify import check
 
     if name.startswith("cuda.wgmma") and not compiler.runs_on("wgmma.cu", loader.device_arch()):
         pytest.skip(f"wgmma needs Hopper (sm_90); this GPU is {loader.device_arch()}")
@@ -83,4 +83,4 @@ def test_every_cuda_variant_verifies(name):
     dtype = v.result_dtype(*inputs, **params) if v.result_dtype else inputs[0].dtype
     expected = v.reference(*inputs, reps=2, **params)
     got = v.kernel(*inputs, reps=2, **params)
-    check_device(got, expected, dtype, name)
+    check(got, expected, dtype=dtype, what=name, kind=v.tolerance)

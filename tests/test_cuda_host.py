@@ -9,7 +9,7 @@ import pytest
 
 from rooflab import cli
 from rooflab.cuda import backend, compiler, loader, suite
-from rooflab.cuda import variants as cv
+from rooflab.cuda import knobs as cv
 from rooflab.errors import DeviceUnavailable, RooflabError
 
 HAS_GPU = backend.probe()[0]

@@ -6,11 +6,12 @@ import pytest
 from rooflab.kernels.cpu import clock, ert, stream
 
 import rooflab
-from rooflab.runner import Runner, Settings
+from rooflab.cpu.backend import cpu_backend
+from rooflab.driver import Driver, Settings
 from rooflab.threads import max_threads
 
 THREADS = sorted({1, max_threads()})
-RUNNER = Runner(Settings(budget_s=0.0, min_samples=1, probe_clock=False, max_attempts=1))
+DRIVER = Driver(cpu_backend(), Settings(budget_s=0.0, min_samples=1, probe_clock=False, max_attempts=1))
 
 
 def test_registry_lists_families_and_devices():
@@ -48,7 +49,7 @@ def test_stream_variants_match_reference(name, dtype, n, threads):
     params = v.params(reps=3) if name.endswith(("read", "update")) else v.params()
     if name.endswith("update"):
         params["s"] = 2.0  # s=1 (the timed setting) would let a do-nothing kernel pass
-    rep = RUNNER.verify(v, inputs, params, threads)
+    rep = DRIVER.verify(v, inputs, params, threads)
     assert rep["elements"] >= 1
 
 
@@ -66,7 +67,7 @@ def test_ert_matches_closed_form(dtype, K, threads):
     v = rooflab.get_variant("cpu.ert.fma")
     block = ert.block_elements(32 << 10, np.dtype(dtype).itemsize)
     (a,) = v.inputs(block * threads * 3, dtype)
-    RUNNER.verify(v, (a,), v.params(K=K, block=block, reps=3), threads)
+    DRIVER.verify(v, (a,), v.params(K=K, block=block, reps=3), threads)
 
 
 def test_ert_rejects_ragged_arrays():
@@ -82,12 +83,12 @@ def test_latency_variants_verify():
         ("cpu.latency.fork_join", (np.zeros(THREADS[-1]),)),
     ):
         v = rooflab.get_variant(name)
-        RUNNER.verify(v, inputs, v.params(), THREADS[-1] if name.endswith("join") else 1)
+        DRIVER.verify(v, inputs, v.params(), THREADS[-1] if name.endswith("join") else 1)
 
 
 @pytest.mark.skipif(not clock.SUPPORTED, reason="the clock probe is x86-64 inline assembly")
 def test_clock_probe_counts_and_is_plausible():
-    r = Runner(Settings(probe_s=0.01))
+    r = Driver(cpu_backend(), Settings())
     ghz = r.probe_clock(1)
     assert 0.3 < ghz[0] < 7.0  # a dependent add per cycle: anything else is a broken chain
     out = rooflab.get_variant("cpu.clock.add_chain")(blocks=10, threads=THREADS[-1])

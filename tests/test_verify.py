@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from rooflab import VerificationError
-from rooflab.runner import Runner, Settings
+from rooflab.cpu.backend import cpu_backend
+from rooflab.driver import Driver, Settings
 from rooflab.verify import TOLERANCES, check
 
 from . import wrong_kernels
@@ -31,26 +32,45 @@ def test_check_rejects_nan_and_shape():
         check(np.zeros(3), np.zeros(4))
 
 
-def test_float32_tolerance_is_looser_than_float64():
-    assert TOLERANCES["float32"]["rtol"] > TOLERANCES["float64"]["rtol"]
-    exp = np.ones(4)
-    check((exp * (1 + 1e-6)).astype(np.float32), exp, dtype=np.float32)
+# Each tolerance pinned: a result off by just more than it fails, just less passes. Loosening an
+# entry of the table (e.g. float32 1e-4 -> 1e-1) makes the "just more" case pass and fails here.
+PINNED = [  # dtype, kind, relative error that must fail, relative error that must pass
+    ("float64", "default", 2e-9, 5e-10),
+    ("float64", "reduction", 2e-9, 5e-10),
+    ("float32", "default", 2e-4, 5e-5),
+    ("float32", "reduction", 4e-3, 1e-3),
+    ("float32", "winograd4", 1e-2, 2e-3),
+    ("float16", "default", 2e-2, 5e-3),
+    ("bfloat16", "default", 6e-2, 1.5e-2),
+]
+
+
+@pytest.mark.parametrize("dtype, kind, fails, passes", PINNED)
+def test_every_tolerance_is_pinned(dtype, kind, fails, passes):
+    expected = np.linspace(1.0, 2.0, 101)  # |x| >= 1: the relative term dominates atol
+    check(expected * (1 + passes), expected, dtype=dtype, kind=kind)
+    with pytest.raises(VerificationError, match="outside"):
+        check(expected * (1 + fails), expected, dtype=dtype, kind=kind)
+    assert set(TOLERANCES[dtype]) >= {kind}
+
+
+def test_integers_are_exact():
     with pytest.raises(VerificationError):
-        check(exp * (1 + 1e-6), exp, dtype=np.float64)
+        check(np.array([3], dtype=np.int64), np.array([4], dtype=np.int64))
 
 
 @pytest.mark.parametrize("make", wrong_kernels.ALL, ids=lambda f: f.__name__)
-def test_runner_refuses_to_time_wrong_kernels(make):
+def test_driver_refuses_to_time_wrong_kernels(make):
     v = make()
     n = 4096
     inputs = v.inputs(n, np.float64)
     params = {"block": n} if v.family == "ert" else {}
-    rec = Runner(Settings(budget_s=0.01, probe_clock=False)).measure(
+    rec = Driver(cpu_backend(), Settings(budget_s=0.01, probe_clock=False)).measure(
         v, inputs, threads=1, params=params, verify_params={"reps": 2} if v.family == "ert" else None
     )
-    assert rec["status"] == "failed" and rec["verified"] is False
-    assert "elements outside" in rec["error"]
-    assert "gflops" not in rec and "gbps" not in rec and "time_s" not in rec
+    assert rec.status == "failed" and rec.verified is False
+    assert "elements outside" in rec.error
+    assert rec.gflops is None and rec.gbps is None and rec.time_s is None and not rec.samples_s
 
 
 def test_check_in_chunks_finds_the_worst_element_and_accepts_scalars(monkeypatch):

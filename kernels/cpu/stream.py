@@ -139,11 +139,11 @@ ARRAYS = {"read": 1, "copy": 2, "triad": 3, "update": 1}
 
 
 @njit(parallel=True, cache=True)
-def fill_pattern(a, nchunks):
+def fill_pattern(a, nchunks, salt=0):
     """First touch with a cheap pseudo-random pattern in [0.5, 1.5) (Knuth's multiplicative hash),
     so verification sees distinct values everywhere without a 2 GB random-number pass."""
     n = a.size
     for t in prange(nchunks):
         lo, hi = _chunk(n, t, nchunks)
         for i in range(lo, hi):
-            a[i] = 0.5 + ((i * 2654435761) % 4093) / 4093.0
+            a[i] = 0.5 + (((i + salt * 7919) * 2654435761) % 4093) / 4093.0

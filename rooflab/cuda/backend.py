@@ -203,3 +203,25 @@ def describe_all() -> dict:
     import cupy
 
     return {"devices": [describe(i) for i in range(cupy.cuda.runtime.getDeviceCount())], "reason": reason}
+
+
+def driver_backend():
+    """The GPU backend of the one driver: CUDA events per sample, launches enqueued for
+    ``target_s`` per sample (calibrated from one timed launch), and the SM clock the compute
+    kernels measured on the chip during their last launch (``sm_clock``)."""
+    from ..driver import Backend
+    from . import knobs
+    from . import timing as gtime
+
+    def timer(call, budget_s, min_samples):
+        return gtime.time_gpu(call, budget_s=budget_s, min_samples=min_samples).seconds
+
+    def calibrate(make_call, target_s):
+        return gtime.repeats_for(make_call(1), target_s)
+
+    def after(variant, inputs):
+        if variant.family in ("fma", "tensor") and len(inputs) > 1:
+            return {"sm_clock": knobs.measured_clock(inputs[1])}
+        return None
+
+    return Backend(device="cuda", timer=timer, calibrate=calibrate, after_verify=after)

@@ -13,9 +13,9 @@ from pathlib import Path
 from ..errors import RooflabError, VerificationError
 from ..models import catalog, execute, place
 from ..models.measure import _finish_outputs, find_ceilings
+from ..verify import check
 from . import loader
 from . import timing as gtime
-from .suite import check_device
 
 
 def run_suite(
@@ -43,7 +43,7 @@ def run_suite(
                 impl = execute.build(op, xp=cp)
                 expected = impl.reference()
                 got = impl.run()
-                rep = check_device(got, expected, "float32", f"{op['name']} [{impl.name}]")
+                rep = check(got, expected, dtype="float32", what=f"{op['name']} [{impl.name}]", kind="reduction")
                 del expected, got
                 warm = gtime.time_gpu(impl.run, budget_s=budget)
                 cold = gtime.time_gpu(impl.run, budget_s=budget, min_samples=3, flush=flush)

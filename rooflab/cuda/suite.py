@@ -21,80 +21,41 @@ import numpy as np
 from ..errors import RooflabError, VerificationError
 from ..registry import get_variant
 from ..timing import invert_stats
-from ..verify import tolerance
+from ..verify import check
 from . import backend, compiler, loader
 from . import timing as gtime
-from . import variants as cv
+
+_DRIVER = None
 
 
-def check_device(got, expected, dtype, what: str) -> dict:
-    """Compare a cupy array (or scalar) with a scalar or array expectation, on the device."""
-    import cupy as cp
+def _driver():
+    global _DRIVER
+    if _DRIVER is None:
+        from ..driver import Driver
 
-    tol = tolerance(dtype)
-    g = cp.asarray(got, dtype=cp.float64)
-    e = cp.asarray(expected, dtype=cp.float64)
-    err = cp.abs(g - e)
-    bad = err > tol["atol"] + tol["rtol"] * cp.abs(e)
-    nbad = int(cp.count_nonzero(bad | ~cp.isfinite(g)))
-    if nbad:
-        i = int(cp.argmax(bad | ~cp.isfinite(g)))
-        gv = float(g.ravel()[i]) if g.ndim else float(g)
-        ev = float(e.ravel()[i] if e.ndim else e)
-        raise VerificationError(
-            f"{what}: {nbad} of {g.size} values outside rtol={tol['rtol']:g}; first at "
-            f"index {i}: got {gv!r}, expected {ev!r}"
-        )
-    return {"max_abs_err": float(err.max()), "elements": int(g.size), **tol}
+        _DRIVER = Driver(backend.driver_backend())
+    return _DRIVER
 
 
-def _measure(
-    v, inputs, *, params=None, reps=None, target_s=0.01, budget_s=0.3, label=None, verify_reps=1, flush=None, meta=None
-) -> dict:
-    """Verify ``v`` on ``inputs`` (closed form), calibrate reps so one sample lasts ``target_s``,
-    time it with CUDA events, and return the record. A verification or launch failure returns a
-    failed record with the error and no figure."""
-    params = v.params(**(params or {}))
-    dtype = v.result_dtype(*inputs, **params) if v.result_dtype else inputs[0].dtype
-    rec = {
-        "variant": v.name,
-        "family": v.family,
-        "device": "cuda",
-        "label": label or v.name,
-        "threads": 0,
-        "dtype": str(np.dtype(dtype)),
-        "working_set_bytes": int(sum(getattr(x, "nbytes", 0) for x in inputs)),
-        "params": {k: (x.item() if hasattr(x, "item") else x) for k, x in params.items()},
-        **(meta or {}),
-    }
-    try:
-        expected = v.reference(*inputs, reps=verify_reps, **params)
-        got = v.kernel(*inputs, reps=verify_reps, **params)
-        rec["verification"] = check_device(got, expected, dtype, v.name)
-        rec["verified"] = True
-        del expected, got
-        if reps is None:  # calibrate: one launch's time -> reps for target_s
-            reps = gtime.repeats_for(lambda: v.kernel(*inputs, reps=1, **params), target_s)
-        s = gtime.time_gpu(lambda: v.kernel(*inputs, reps=reps, **params), budget_s=budget_s, flush=flush)
-    except (RooflabError, VerificationError) as e:
-        rec.update(status="failed", verified=rec.get("verified", False), error=str(e))
-        return rec
-    work = v.work(*inputs, reps=reps, **params)
-    t = s.stats()
-    rec.update(
-        status="ok",
-        reps=int(reps),
-        work=work.as_dict(),
-        time_s=t,
-        samples_s=s.seconds,
-        gflops=invert_stats(t, work.flops / 1e9) if work.flops else None,
-        gbps=invert_stats(t, work.bytes / 1e9) if work.bytes else None,
-        noisy=t["cv"] > 0.1,
-        noise_reasons=[f"CV {t['cv']:.1%}"] if t["cv"] > 0.1 else [],
+def _measure(v, inputs, *, params=None, reps=None, target_s=0.01, budget_s=0.3, label=None, verify_reps=1, meta=None):
+    """One GPU measurement through the one driver: verified on ``inputs`` (with ``verify_reps``
+    repetitions), reps calibrated so one sample lasts ``target_s``, timed with CUDA events. A
+    verification or launch failure returns a failed record with the error and no figure."""
+    rec = _driver().measure(
+        v,
+        inputs,
+        threads=0,
+        params=params,
+        verify_params={"reps": verify_reps},
+        label=label,
+        meta=meta,
+        reps=reps,
+        target_s=target_s,
+        budget_s=budget_s,
+        cv_limit=0.1,
+        max_attempts=1,
     )
-    if v.family in ("fma", "tensor"):  # the kernel probed the SM clock during the last sample
-        rec["sm_clock"] = cv.measured_clock(inputs[1])
-    return rec
+    return rec.as_dict()
 
 
 def _peer(label, fn, flops=0.0, nbytes=0.0, budget_s=0.3, target_s=0.0) -> dict:
@@ -220,8 +181,8 @@ def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None
         (flag,) = v.inputs()
         v.kernel(flag)
         cp.cuda.get_current_stream().synchronize()
-        rep = check_device(flag, 0, np.int32, "empty kernel ran")
-        fn = cv.empty_kernel()
+        rep = check(flag, np.int32(0), dtype=np.int32, what="empty kernel ran")
+        fn = loader.kernel("launch.cu", "empty_kernel")
         null = np.intp(0)
         for mode in ("enqueue", "roundtrip", "graph"):
             step(f"launch latency ({mode})")

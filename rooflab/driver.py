@@ -1,0 +1,311 @@
+"""The one driver: build -> verify -> time -> Record, for any variant on any device.
+
+Everything that measures goes through here: the ceilings suites (CPU and GPU), the kernel-family
+suites, the library peers and the model ops. The device is injected as a ``Backend`` (its timer,
+its clock probe, its thread control); the checker is rooflab.verify.check for every device.
+
+    driver = Driver(cpu_backend())                    # or rooflab.cuda.backend.driver_backend()
+    record = driver.measure("cpu.stream.triad", inputs, threads=2)
+    records = driver.run(cases, writer, progress)     # a suite: a list of registry.Case
+
+The timed callable only launches the kernel (inputs are built, pages touched and the kernel compiled
+by the verification call before timing). A wrong kernel gets a record with status "failed" and the
+error, never a figure.
+
+Contention. The development machines are shared VMs: a neighbour can take half a core for minutes
+and steal time does not show it. Each measurement is bracketed by the backend's clock probe on the
+same threads; a probe >15 % below the best clock of the run, or samples whose CV is above the
+limit, mark the attempt noisy and it is repeated (up to ``max_attempts``); the best attempt is kept
+with every attempt's figures, and one still noisy says so (``noisy``, ``noise_reasons``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import verify
+from .errors import RooflabError
+from .registry import Case, Variant, check_cases, get_variant
+from .timing import invert_stats, summarize
+
+# A probe below 85% of the run's best clock means someone else is on the core. Turbo and AVX-512
+# frequency licences move the clock by up to ~12% on their own; a neighbour takes 30-50%.
+CLOCK_DROP = 0.85
+
+
+@dataclass
+class Settings:
+    budget_s: float = 0.3  # time budget per attempt (samples are taken until it is spent)
+    target_s: float = 0.01  # duration of one sample; kernels repeat inside to reach it
+    min_samples: int = 5
+    cv_limit: float = 0.05  # samples spread above this marks the attempt noisy
+    max_attempts: int = 3
+    probe_clock: bool = True
+
+
+@dataclass
+class Backend:
+    """What the driver needs from a device."""
+
+    device: str
+    timer: Callable  # timer(call, budget_s=, min_samples=) -> list of seconds per call
+    calibrate: Callable  # calibrate(make_call(reps) -> call, target_s) -> reps
+    threads: Callable = lambda n: contextlib.nullcontext(n)  # context manager limiting the pools
+    clock: Callable | None = None  # clock(threads) -> per-thread GHz list, or None
+    after_verify: Callable | None = None  # extra fields from the inputs after a run (GPU SM clock)
+
+
+@dataclass
+class Record:
+    """One measurement, as written to result files (``as_dict``; ``meta`` is flattened)."""
+
+    variant: str
+    family: str
+    device: str
+    label: str
+    threads: int
+    dtype: str | None
+    shape: dict
+    params: dict
+    working_set_bytes: int
+    status: str = "ok"
+    verified: bool = False
+    verification: dict | None = None
+    error: str | None = None
+    reps: int | None = None
+    work: dict | None = None
+    time_s: dict | None = None
+    samples_s: list = field(default_factory=list)
+    gflops: dict | None = None
+    gbps: dict | None = None
+    ns_per_launch: dict | None = None
+    clock_ghz: dict | None = None
+    noisy: bool = False
+    noise_reasons: list = field(default_factory=list)
+    attempts: list = field(default_factory=list)
+    library: bool = False
+    number: int | None = None
+    meta: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        meta = d.pop("meta")
+        return {**d, **meta}
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.dtype):
+        return v.name
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    return v
+
+
+def _per_launch_ns(t: dict, launches: int) -> dict:
+    n = max(launches, 1)
+    out = {k: t[k] * 1e9 / n for k in ("median", "p20", "p80", "min", "max")}
+    out.update(cv=t["cv"], n=t["n"])
+    return out
+
+
+def _size_of(inputs) -> tuple[str | None, dict, int]:
+    arrays = [x for x in inputs if hasattr(x, "nbytes")]
+    dtype = str(arrays[0].dtype) if arrays else None
+    shape = {"n": int(arrays[0].size)} if arrays else {}
+    return dtype, shape, int(sum(x.nbytes for x in arrays))
+
+
+@dataclass
+class Driver:
+    backend: Backend
+    settings: Settings = field(default_factory=Settings)
+    best_clock: dict = field(default_factory=dict)  # threads -> best GHz seen in this run
+
+    # ---- clock ---------------------------------------------------------------------------------
+    def probe_clock(self, threads: int) -> list[float] | None:
+        if not (self.settings.probe_clock and self.backend.clock):
+            return None
+        ghz = self.backend.clock(threads)
+        if ghz:
+            self.best_clock[threads] = max(self.best_clock.get(threads, 0.0), max(ghz))
+        return ghz
+
+    # ---- one measurement -----------------------------------------------------------------------
+    def verify(self, variant: Variant, inputs: tuple, params: dict, threads: int) -> dict:
+        """Run once on ``inputs`` and compare with the reference computed beforehand."""
+        expected = variant.reference(*inputs, **params)
+        with self.backend.threads(threads):
+            got = variant.kernel(*inputs, threads=threads, **params)
+        dtype = variant.result_dtype(*inputs, **params) if variant.result_dtype else None
+        return verify.check(got, expected, dtype=dtype, what=variant.name, kind=variant.tolerance)
+
+    def measure(
+        self,
+        variant: Variant | str,
+        inputs: tuple,
+        *,
+        threads: int = 1,
+        params: dict | None = None,
+        verify_params: dict | None = None,
+        label: str | None = None,
+        shape: dict | None = None,
+        meta: dict | None = None,
+        reps: int | None = None,
+        budget_s: float | None = None,
+        min_samples: int | None = None,
+        target_s: float | None = None,
+        cv_limit: float | None = None,
+        max_attempts: int | None = None,
+    ) -> Record:
+        """Verify, calibrate, time with contention checks. Never raises for a wrong kernel: the
+        record then has status 'failed' and the error, and no figures."""
+        variant = get_variant(variant) if isinstance(variant, str) else variant
+        s = self.settings
+        params = variant.params(**(params or {}))
+        dtype, size_shape, ws = _size_of(inputs)
+        rec = Record(
+            variant=variant.name,
+            family=variant.family,
+            device=variant.device,
+            label=label or variant.name,
+            threads=threads,
+            dtype=dtype,
+            shape=_jsonable(shape) if shape is not None else size_shape,
+            params=_jsonable(params),
+            working_set_bytes=ws,
+            library=variant.library,
+            number=variant.number,
+            meta=_jsonable(meta or {}),
+        )
+        try:
+            rec.verification = self.verify(
+                variant, inputs, variant.params(**{**params, **(verify_params or {})}), threads
+            )
+            rec.verified = True
+        except RooflabError as e:  # a wrong result, a refusal of these inputs, a launch error
+            rec.status, rec.error = "failed", str(e)
+            return rec
+        budget = s.budget_s if budget_s is None else budget_s
+        nmin = s.min_samples if min_samples is None else min_samples
+        cvmax = s.cv_limit if cv_limit is None else cv_limit
+        attempts_max = s.max_attempts if max_attempts is None else max_attempts
+        target = s.target_s if target_s is None else target_s
+        try:
+            attempts, reps = self._time(
+                variant, inputs, params, threads, reps, target, budget, nmin, cvmax, attempts_max
+            )
+        except RooflabError as e:  # e.g. a launch that fails only at the timed size
+            rec.status, rec.error = "failed", str(e)
+            return rec
+        work = variant.work(*inputs, reps=reps, **params)
+        best = min(attempts, key=lambda a: (bool(a["noise_reasons"]), a["stats"]["median"]))
+        t = best["stats"]
+        rec.reps = int(reps)
+        rec.work = work.as_dict()
+        rec.time_s = t
+        rec.samples_s = best["samples"]
+        rec.gflops = invert_stats(t, work.flops / 1e9) if work.flops else None
+        rec.gbps = invert_stats(t, work.bytes / 1e9) if work.bytes else None
+        rec.ns_per_launch = _per_launch_ns(t, work.launches)
+        if best["before"] is not None:
+            rec.clock_ghz = {
+                "before": best["before"],
+                "after": best["after"],
+                "best_in_run": self.best_clock.get(threads),
+            }
+        rec.noisy = bool(best["noise_reasons"])
+        rec.noise_reasons = best["noise_reasons"]
+        rec.attempts = [
+            {"median_s": a["stats"]["median"], "cv": a["stats"]["cv"], "noise_reasons": a["noise_reasons"]}
+            for a in attempts
+        ]
+        if self.backend.after_verify:
+            rec.meta.update(self.backend.after_verify(variant, inputs) or {})
+        return rec
+
+    def _time(self, variant, inputs, params, threads, reps, target, budget, nmin, cvmax, attempts_max):
+        with self.backend.threads(threads):
+
+            def make_call(r):
+                return lambda: variant.kernel(*inputs, reps=r, threads=threads, **params)
+
+            if reps is None:
+                reps = self.backend.calibrate(make_call, target)
+            call = make_call(reps)
+            attempts = []
+            for _ in range(attempts_max):
+                before = self.probe_clock(threads)
+                seconds = self.backend.timer(call, budget_s=budget, min_samples=nmin)
+                after = self.probe_clock(threads)
+                attempts.append(self._attempt(seconds, before, after, threads, cvmax))
+                if not attempts[-1]["noise_reasons"]:
+                    break
+        return attempts, reps
+
+    def _attempt(self, seconds, before, after, threads, cvmax) -> dict:
+        stats = summarize(seconds)
+        reasons = []
+        if stats["cv"] > cvmax:
+            reasons.append(f"samples CV {stats['cv']:.1%} > {cvmax:.0%}")
+        best = self.best_clock.get(threads)
+        for when, probe in (("before", before), ("after", after)):
+            if probe and best and min(probe) < CLOCK_DROP * best:
+                reasons.append(f"clock {when} {min(probe):.2f} GHz < {CLOCK_DROP:.0%} of {best:.2f} GHz")
+        return {"stats": stats, "samples": list(seconds), "before": before, "after": after, "noise_reasons": reasons}
+
+    # ---- a suite -------------------------------------------------------------------------------
+    def run_case(self, case: Case, inputs: tuple | None = None) -> Record:
+        v = get_variant(case.variant)
+        if inputs is None:
+            inputs = self.inputs(case)
+        shape = case.size if isinstance(case.size, dict) else None
+        return self.measure(
+            v,
+            inputs,
+            threads=case.threads,
+            params=case.params,
+            verify_params=case.verify_params,
+            label=case.label,
+            shape=shape,
+            meta=case.meta,
+            **case.timing,
+        )
+
+    @staticmethod
+    def inputs(case: Case) -> tuple:
+        v = get_variant(case.variant)
+        return v.inputs(case.size, np.dtype(case.dtype) if case.dtype else None, seed=0, threads=case.threads)
+
+    def run(self, cases: list[Case], writer=None, progress=None) -> list[Record]:
+        """Run a suite: every case verified then timed; the writer saves after each record.
+        Consecutive cases of one variant at one size and dtype (thread counts) share inputs: a
+        2 GiB working set is allocated and first-touched once, not once per thread count."""
+        check_cases(cases)
+        out = []
+        cached_key, cached = None, None
+        for case in cases:
+            if progress:
+                progress.step(case.label or case.variant)
+            try:
+                key = (case.variant, repr(case.size), case.dtype)
+                if key != cached_key:
+                    cached_key, cached = None, None  # free the previous working set first
+                    cached, cached_key = self.inputs(case), key
+                rec = self.run_case(case, cached)
+            except (RooflabError, MemoryError) as e:
+                if writer:
+                    writer.add_error(case.label or case.variant, str(e) or type(e).__name__)
+                continue
+            out.append(rec)
+            if writer:
+                writer.add_record(rec.as_dict(), sweep=case.sweep)
+        return out
