@@ -47,6 +47,7 @@ def require_gpu():
 
 
 def median_seconds(fn, budget=0.2, min_samples=5):
-    from rooflab.timing import summarize, time_cpu
+    from rooflab.cpu.timing import time_cpu
+    from rooflab.timing import summarize
 
     return summarize(time_cpu(fn, budget_s=budget, min_samples=min_samples).seconds)["median"]

@@ -56,14 +56,16 @@ class Dispatch:
             f()
 
     def track_empty_njit_seconds(self):
-        from rooflab.timing import summarize, time_per_call
+        from rooflab.cpu.timing import time_per_call
+        from rooflab.timing import summarize
 
         return summarize(time_per_call(self.ops["empty"], 10000, budget_s=0.2).seconds)["median"]
 
     track_empty_njit_seconds.unit = "seconds"
 
     def track_ufunc_8_seconds(self):
-        from rooflab.timing import summarize, time_per_call
+        from rooflab.cpu.timing import time_per_call
+        from rooflab.timing import summarize
 
         return summarize(time_per_call(self.ops["ufunc"], 5000, budget_s=0.2).seconds)["median"]
 

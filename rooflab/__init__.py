@@ -12,7 +12,7 @@ from .errors import DeviceUnavailable, RooflabError, VerificationError
 from .registry import Variant, get_variant, list_families, list_variants
 from .work import Work
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = [
     "list_variants",
     "get_variant",

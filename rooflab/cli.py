@@ -12,8 +12,6 @@ import sys
 
 from .errors import RooflabError
 
-SUITES = {"cpu": ("ceilings", "models"), "cuda": ("ceilings", "models")}
-
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, no usage dump

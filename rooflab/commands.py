@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+from . import roofline
 from .errors import RooflabError
 from .memory import fmt_bytes, parse_size
 
@@ -32,7 +33,7 @@ def _devices(text: str) -> list[str]:
     return [text]
 
 
-def _suites(text: str, device: str) -> list[str]:
+def _suites(text: str) -> list[str]:
     names = [s.strip() for s in (text or "ceilings").split(",") if s.strip()]
     from .registry import family_suites
 
@@ -123,7 +124,7 @@ def cmd_run(args) -> int:
     devices = _devices(args.device)
     status = 0
     for device in devices:
-        suites = _suites(args.suite, device)
+        suites = _suites(args.suite)
         if device == "cuda":
             from .cuda import backend
 
@@ -275,7 +276,7 @@ def _agreement(writer, out: Path) -> None:
         return
     if old.get("config", {}).get("quick") != data["config"].get("quick"):
         return
-    rows = compare_ceilings([old, data])
+    rows = roofline.compare_ceilings([old, data])
     worst = [r for r in rows if r["ratios"][-1] is not None and abs(r["ratios"][-1] - 1) > AGREEMENT]
     data["agreement"] = {
         "previous": str(prev[-1]),
@@ -315,38 +316,6 @@ def cmd_plot(args) -> int:
 # ---- compare -----------------------------------------------------------------------------------
 
 
-def _key(c: dict) -> tuple:
-    return (
-        c["kind"],
-        c.get("level"),
-        c.get("dtype"),
-        c["threads"],
-        c.get("kernel") if c["kind"] != "compute" else None,
-        c["name"],
-    )
-
-
-def compare_ceilings(results: list[dict]) -> list[dict]:
-    """Rows of ceilings present in the first result, with each other result's value and ratio."""
-    base = {_key(c): c for c in results[0].get("ceilings", [])}
-    others = [{_key(c): c for c in r.get("ceilings", [])} for r in results[1:]]
-    rows = []
-    for k, c in base.items():
-        vals = [c["value"]] + [o[k]["value"] if k in o else None for o in others]
-        ratios = [None if v is None or not c["value"] else v / c["value"] for v in vals[1:]]
-        rows.append(
-            {
-                "name": c["name"],
-                "kind": c["kind"],
-                "unit": c["unit"],
-                "values": vals,
-                "ratios": ratios,
-                "lower_is_better": c["kind"] == "latency",
-            }
-        )
-    return rows
-
-
 def cmd_compare(args) -> int:
     from rich.table import Table
 
@@ -358,7 +327,7 @@ def cmd_compare(args) -> int:
     kinds = {d.get("device") for d in data}
     if len(kinds) > 1:
         print(f"note: comparing different devices ({', '.join(sorted(kinds))})", file=sys.stderr)
-    rows = compare_ceilings(data)
+    rows = roofline.compare_ceilings(data)
     thr = args.threshold / 100
     t = Table(title="Ceilings: " + " vs ".join(f"{d['machine']['id']} {d.get('started', '')[:16]}" for d in data))
     t.add_column("ceiling")
@@ -391,12 +360,30 @@ def cmd_compare(args) -> int:
 
 
 def cmd_place(args) -> int:
-    from .models import place
+    """rooflab place OPS.json|MODEL.onnx"""
+    from .models import measure
 
-    return place.cmd_place(args)
+    path = Path(args.ops)
+    if not path.exists():
+        raise RooflabError(f"no such file: {path}", "give an OPS.json or a MODEL.onnx")
+    if path.suffix.lower() == ".onnx":
+        from .models.onnx_import import ops_from_onnx
+
+        ops, unsupported = ops_from_onnx(path)
+    else:
+        from .models.userops import load_ops
+
+        ops, unsupported = load_ops(path)
+    return measure.place_command(ops, unsupported, args, source=str(path))
 
 
 def cmd_report(args) -> int:
-    from . import report
+    from .report import build
+    from .results import load
 
-    return report.cmd_report(args)
+    results = [load(p) for p in args.results]
+    out = Path(args.output or "results/report.html")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(build(results))
+    print(out)
+    return 0

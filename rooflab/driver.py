@@ -53,7 +53,7 @@ class Backend:
     """What the driver needs from a device."""
 
     device: str
-    timer: Callable  # timer(call, budget_s=, min_samples=) -> list of seconds per call
+    timer: Callable  # timer(call, budget_s=, min_samples=, flush=) -> list of seconds per call
     calibrate: Callable  # calibrate(make_call(reps) -> call, target_s) -> reps
     threads: Callable = lambda n: contextlib.nullcontext(n)  # context manager limiting the pools
     clock: Callable | None = None  # clock(threads) -> per-thread GHz list, or None
@@ -165,6 +165,7 @@ class Driver:
         target_s: float | None = None,
         cv_limit: float | None = None,
         max_attempts: int | None = None,
+        flush: Callable | None = None,
     ) -> Record:
         """Verify, calibrate, time with contention checks. Never raises for a wrong kernel: the
         record then has status 'failed' and the error, and no figures."""
@@ -201,7 +202,7 @@ class Driver:
         target = s.target_s if target_s is None else target_s
         try:
             attempts, reps = self._time(
-                variant, inputs, params, threads, reps, target, budget, nmin, cvmax, attempts_max
+                variant, inputs, params, threads, reps, target, budget, nmin, cvmax, attempts_max, flush
             )
         except RooflabError as e:  # e.g. a launch that fails only at the timed size
             rec.status, rec.error = "failed", str(e)
@@ -232,7 +233,7 @@ class Driver:
             rec.meta.update(self.backend.after_verify(variant, inputs) or {})
         return rec
 
-    def _time(self, variant, inputs, params, threads, reps, target, budget, nmin, cvmax, attempts_max):
+    def _time(self, variant, inputs, params, threads, reps, target, budget, nmin, cvmax, attempts_max, flush=None):
         with self.backend.threads(threads):
 
             def make_call(r):
@@ -244,7 +245,7 @@ class Driver:
             attempts = []
             for _ in range(attempts_max):
                 before = self.probe_clock(threads)
-                seconds = self.backend.timer(call, budget_s=budget, min_samples=nmin)
+                seconds = self.backend.timer(call, budget_s=budget, min_samples=nmin, flush=flush)
                 after = self.probe_clock(threads)
                 attempts.append(self._attempt(seconds, before, after, threads, cvmax))
                 if not attempts[-1]["noise_reasons"]:

@@ -345,7 +345,3 @@ def peaks_for(cpu: dict, measured_ghz: float | None) -> dict:
             if p:
                 out["peaks"].append({"dtype": dtype, "threads": threads, **p})
     return out
-
-
-def llc(caches: list[dict]) -> dict | None:
-    return caches[-1] if caches else None

@@ -1,23 +1,9 @@
-"""Progress display for long runs (rich), and a silent one for tests and the API."""
+"""Progress display for long runs (rich): a bar on a terminal, a line per 10 % in logs."""
 
 from __future__ import annotations
 
 import sys
 import time
-
-
-class Silent:
-    def start(self, total: int):
-        return None
-
-    def step(self, description: str) -> None:
-        pass
-
-    def done(self, task) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 class RichProgress:

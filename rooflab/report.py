@@ -168,7 +168,7 @@ def _ops_section(d: dict) -> str:
             _num(o["seconds"] * 1e6, "{:.1f}"),
             _num(o["achieved_gflops"], "{:.3g}"),
             _num(o.get("pct_of_attainable"), "{:.0f}%"),
-            o["class"] + (" (cache-resident)" if o.get("cache_resident") else ""),
+            o["class"] + (" (below roof)" if o.get("below_roof") else ""),
         ]
         for o in heavy
     ]
@@ -198,8 +198,8 @@ def _sweep_section(d: dict) -> str:
 def _compare_section(results: list[dict]) -> str:
     import matplotlib
 
-    from .commands import compare_ceilings
     from .plots import LEVEL_COLORS
+    from .roofline import compare_ceilings
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -278,14 +278,3 @@ def build(results: list[dict]) -> str:
         parts += [_ceilings_section(d), _latency_section(d), _sweep_section(d), _ops_section(d)]
     parts.append("</body></html>")
     return "\n".join(parts)
-
-
-def cmd_report(args) -> int:
-    from .results import load
-
-    results = [load(p) for p in args.results]
-    out = Path(args.output or "results/report.html")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(build(results))
-    print(out)
-    return 0

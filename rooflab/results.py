@@ -141,9 +141,9 @@ def load(path) -> dict:
     if not isinstance(data, dict) or data.get("kind") != KIND:
         raise RooflabError(f"{path} is not a rooflab result file", "give a result file written by `rooflab run`")
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in READS:
         raise RooflabError(
-            f"{path} has schema_version {version!r}; this rooflab reads version {SCHEMA_VERSION}",
+            f"{path} has schema_version {version!r}; this rooflab reads versions {', '.join(map(str, READS))}",
             "re-run `rooflab run` with this version, or use the rooflab that wrote it",
         )
     return data

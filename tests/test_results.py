@@ -50,3 +50,18 @@ def test_refuses_foreign_files(tmp_path):
         load(bad)
     with pytest.raises(RooflabError, match="no such result file"):
         load(tmp_path / "missing.json")
+
+
+def test_previous_schema_version_is_read_by_plot_compare_report(tmp_path):
+    """Result files of schema 1 (rooflab 0.1, committed under results/) still load, plot and compare."""
+    from pathlib import Path
+
+    from rooflab import cli
+
+    old = sorted(Path(__file__).parent.parent.glob("results/intel-xeon-2c/rooflab-ceilings-cpu-*.json"))
+    assert old, "the committed schema-1 results are the fixture"
+    d = load(old[-1])
+    assert d["schema_version"] == 1
+    assert cli.main(["plot", str(old[-1]), "-o", str(tmp_path / "p")]) == 0
+    assert cli.main(["compare", str(old[0]), str(old[-1]), "--threshold", "1000"]) == 0
+    assert cli.main(["report", str(old[-1]), "-o", str(tmp_path / "r.html")]) == 0

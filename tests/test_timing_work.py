@@ -4,7 +4,8 @@ import time
 import numpy as np
 import pytest
 
-from rooflab.timing import calibrate, invert_stats, summarize, time_cpu, time_per_call
+from rooflab.cpu.timing import calibrate, time_cpu, time_per_call
+from rooflab.timing import invert_stats, summarize
 from rooflab.work import Work, throughput
 
 

@@ -12,7 +12,7 @@ compiled function (no Python or fork/join cost per pass) until a sample lasts mi
 
 Arrays must start on a cache line (rooflab.memory.aligned_empty): numpy's default 16 B alignment
 makes every 512-bit load a cache-line split and halves L1 bandwidth (measured: bimodal 180 vs
-300 GB/s between runs). Each thread owns one contiguous chunk (first-touched by the same chunking, see ``touch``), so pages
+300 GB/s between runs). Each thread owns one contiguous chunk (first-touched by the same chunking, see ``fill_pattern``), so pages
 live where they are used and the parallel region is entered once per call.
 
 Code-generation notes (checked by tests through the assembly):
@@ -123,18 +123,6 @@ def update(a, s, reps, nchunks):
         _update(a[lo:hi], s, reps)
 
 
-@njit(parallel=True, cache=True)
-def touch(a, value, nchunks):
-    """First touch with the same chunking as the kernels, so each page lands near its thread."""
-    n = a.size
-    for t in prange(nchunks):
-        lo, hi = _chunk(n, t, nchunks)
-        for i in range(lo, hi):
-            a[i] = value
-
-
-BYTES_PER_ELEMENT = {"read": 1, "copy": 2, "triad": 3, "update": 2}  # x itemsize
-FLOPS_PER_ELEMENT = {"read": 1, "copy": 0, "triad": 2, "update": 1}
 ARRAYS = {"read": 1, "copy": 2, "triad": 3, "update": 1}
 
 

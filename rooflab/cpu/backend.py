@@ -15,7 +15,7 @@ import numpy as np
 from ..driver import Backend
 from ..errors import VerificationError
 from ..threads import use_threads
-from ..timing import calibrate, time_cpu
+from .timing import calibrate, time_cpu
 
 PROBES = 5
 PROBE_S = 0.001
@@ -43,8 +43,8 @@ def probe_clock(threads: int, probes: int = PROBES, probe_s: float = PROBE_S) ->
 
 
 def cpu_backend(probe: bool = True) -> Backend:
-    def timer(call, budget_s, min_samples):
-        return time_cpu(call, budget_s=budget_s, min_samples=min_samples).seconds
+    def timer(call, budget_s, min_samples, flush=None):
+        return time_cpu(call, budget_s=budget_s, min_samples=min_samples, flush=flush).seconds
 
     return Backend(
         device="cpu", timer=timer, calibrate=calibrate, threads=use_threads, clock=probe_clock if probe else None

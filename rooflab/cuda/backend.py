@@ -213,8 +213,8 @@ def driver_backend():
     from . import knobs
     from . import timing as gtime
 
-    def timer(call, budget_s, min_samples):
-        return gtime.time_gpu(call, budget_s=budget_s, min_samples=min_samples).seconds
+    def timer(call, budget_s, min_samples, flush=None):
+        return gtime.time_gpu(call, budget_s=budget_s, min_samples=min_samples, flush=flush).seconds
 
     def calibrate(make_call, target_s):
         return gtime.repeats_for(make_call(1), target_s)

@@ -1,9 +1,13 @@
-"""Measure model ops on this machine and place them on its measured roofline.
+"""Measure model ops on this machine (CPU or GPU) and place them on its measured roofline.
 
-For every distinct op shape: build inputs -> verify against float64 -> time warm (same inputs back
-to back, caches hot) and cold (a buffer larger than the last-level cache is rewritten before each
-sample) -> place the warm time (what a steady-state inference loop sees) and keep both.
-One bad op (unknown kind, too large for memory, wrong result) is reported and the others go on.
+An op is executed through the variants of its kind (registry: ``Variant.op``), by the one driver:
+variant 0 is the framework path (numpy/BLAS on the CPU, cupy/cuBLAS on the GPU); every own variant
+of the kind that accepts the shape is measured too, and the fastest verified one is placed beside
+the framework's. Each measurement is verified against float64 first, then timed warm (same inputs
+back to back, what a steady-state inference loop sees: placed against the roof of the level its
+working set fits in) and cold (a buffer larger than the last-level cache is rewritten before each
+sample: placed against DRAM/HBM). One bad op (unknown kind, too large, wrong result) is reported
+and the others go on.
 """
 
 from __future__ import annotations
@@ -14,116 +18,175 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import verify as verify_mod
-from ..errors import RooflabError, VerificationError
-from ..memory import aligned_empty
-from ..threads import use_threads
-from ..timing import summarize, time_cpu
-from . import catalog, execute, place
+from ..driver import Driver, Settings
+from ..errors import RooflabError
+from ..memory import aligned_empty, fmt_bytes, require_fits
+from ..registry import list_variants
+from . import catalog, ops, place
+
+KIND_FOR_VARIANTS = {"batched_gemm": "gemm"}  # the gemm variants take a "batch" field
 
 
-def _flush_buffer(caches: list[dict]) -> np.ndarray:
+def driver_for(device: str, quick: bool) -> Driver:
+    settings = Settings(budget_s=0.05 if quick else 0.2, target_s=0.0, max_attempts=2, probe_clock=False)
+    if device == "cuda":
+        from ..cuda.backend import driver_backend
+
+        return Driver(driver_backend(), settings)
+    from ..cpu.backend import cpu_backend
+
+    return Driver(cpu_backend(probe=False), settings)
+
+
+def flusher(device: str, machine: dict):
+    """A callable that evicts the caches (rewrites 2x the LLC / L2), run before cold samples."""
+    if device == "cuda":
+        from ..cuda import timing as gtime
+
+        return gtime.flusher((machine.get("gpu") or {}).get("l2_bytes") or (50 << 20))
+    caches = machine["cpu"]["caches"]
     llc = caches[-1]["size_bytes"] if caches else 64 << 20
-    n = min(max(2 * llc, 64 << 20), 1 << 30) // 8
-    return aligned_empty(n, np.float64)
+    buf = aligned_empty(min(max(2 * llc, 64 << 20), 1 << 30) // 8, np.float64)
+    buf[:] = 0.0
+
+    def flush():
+        buf.__iadd__(1.0)
+
+    return flush
 
 
-def time_op(impl, budget: float, cold_samples: int, flush: np.ndarray | None) -> dict:
-    warm = time_cpu(impl.run, budget_s=budget, min_samples=5, warmup=1)
-    out = {"warm": summarize(warm.seconds), "warm_samples_s": warm.seconds}
+def variants_for(op: dict, device: str):
+    kind = KIND_FOR_VARIANTS.get(op["kind"], op["kind"])
+    vs = list_variants(device=device, op=kind)
+    return [v for v in vs if v.library], [v for v in vs if not v.library]
+
+
+def executed_dtype(op: dict, variant) -> str:
+    """The dtype an op really runs in: its own where the variant takes it, else float32 (the CPU
+    paths have no fp16/bf16 arithmetic); bytes and FLOPs are then counted for that dtype."""
+    if not variant.dtypes or op["dtype"] in variant.dtypes:
+        return op["dtype"]
+    return "float32"
+
+
+def _shape(op: dict) -> dict:
+    s = dict(op["shape"])
+    if op["kind"] == "batched_gemm":
+        s.setdefault("batch", s.get("batch", 1))
+    return s
+
+
+def _footprint(op: dict) -> int:
+    """Rough upper bound of the memory an op's inputs and float64 verification need."""
+    base = ops.min_bytes(op) / ops.ITEMSIZE[op["dtype"]] * 8
+    s = op["shape"]
+    if op["kind"] == "conv2d":
+        base += s["N"] * s["P"] * s["Q"] * (s["C"] // s["groups"]) * s["R"] * s["S"] * 12
+    return int(2 * base + 8 * ops.output_numel(op))
+
+
+def measure_one(driver, variant, op, *, threads, roofs, flush, cold_samples) -> dict:
+    """Verify, time warm and cold, place. Raises RooflabError when the variant refuses the op."""
+    dtype = executed_dtype(op, variant)
+    op_x = {**op, "dtype": dtype}
+    shape = _shape(op)
+    inputs = variant.inputs(shape, np.dtype(dtype), seed=0, threads=threads)
+    params = {k: shape[k] for k in variant.defaults if k in shape}
+    label = f"{op.get('model') or ''} {op['name']} [{variant.name}]".strip()
+    warm = driver.measure(variant, inputs, threads=threads, params=params, label=label, shape=shape, reps=1)
+    if warm.status != "ok":
+        raise RooflabError(warm.error)
+    cold = None
     if flush is not None and cold_samples:
-        cold = []
-        for _ in range(cold_samples):
-            flush += 1.0  # rewrite > LLC bytes: the op's inputs are evicted
-            t0 = time.perf_counter_ns()
-            impl.run()
-            cold.append((time.perf_counter_ns() - t0) * 1e-9)
-        out["cold"] = summarize(cold)
-        out["cold_samples_s"] = cold
-    return out
+        cold = driver.measure(
+            variant,
+            inputs,
+            threads=threads,
+            params=params,
+            label=label,
+            reps=1,
+            flush=flush,
+            min_samples=cold_samples,
+            budget_s=0.0,
+        )
+    per_call = warm.work["launches"] / max(warm.reps or 1, 1)
+    path = f"{'library' if variant.library else 'own'}-{variant.device}"
+    sec = warm.time_s["median"]
+    p = place.place_op(op_x, sec, int(per_call), roofs, path)
+    rec = {
+        **p,
+        "model": op.get("model"),
+        "name": op["name"] + ("" if variant.library else " [rooflab]"),
+        "kind": op["kind"],
+        "dtype": dtype,
+        "dtype_requested": op["dtype"],
+        "shape": op["shape"],
+        "count": op["count"],
+        "impl": variant.description,
+        "variant": variant.name,
+        "own_kernel": not variant.library,
+        "device": variant.device,
+        "verification": warm.verification,
+        "time_s": warm.time_s,
+        "samples_s": warm.samples_s,
+        "total_time_s": sec * op["count"],
+    }
+    if cold is not None and cold.status == "ok":
+        c = cold.time_s["median"]
+        rec.update(cold_seconds=c, cold_time_s=cold.time_s, cold_samples_s=cold.samples_s)
+        rec["cold"] = place.place_op(op_x, c, int(per_call), roofs, path, cold=True)
+    return rec
 
 
-def measure_ops(
-    ops: list[dict],
-    roofs: dict,
-    *,
-    threads: int,
-    quick: bool,
-    caches: list[dict],
-    writer=None,
-    progress=None,
-    own: bool = True,
-) -> tuple[list[dict], list[dict]]:
-    """Returns (placed ops, errors). Each placed op keeps its record; writer saves after each."""
-    budget = 0.05 if quick else 0.2
-    flush = _flush_buffer(caches)
+def measure_ops(ops_list, roofs, *, device, threads, quick, machine, writer=None, progress=None, own=True):
+    """Returns (placed, errors): per op the framework path and the fastest verified own variant."""
+    driver = driver_for(device, quick)
+    flush = flusher(device, machine)
     placed, errors = [], []
-    for op in ops:
+
+    def fail(op, what, e):
+        err = {"op": op["name"], "model": op.get("model"), "impl": what, "error": str(e)}
+        errors.append(err)
+        if writer:
+            writer.add_error(f"{op.get('model')}: {op['name']}", str(e))
+
+    for op in ops_list:
         if progress:
             progress.step(f"{op.get('model') or ''} {op['name']}")
-        for use_own in (False, True) if own else (False,):
+        try:
+            need = _footprint(op)
+            if device == "cpu":
+                require_fits(need, f"op {op['name']!r} ({fmt_bytes(need)})")
+        except RooflabError as e:
+            fail(op, "framework", e)
+            continue
+        library, mine = variants_for(op, device)
+        if not library:
+            fail(op, "framework", RooflabError(f"no {device} variant executes {op['kind']!r} ops"))
+            continue
+        best_own = None
+        for v in library + (mine if own else []):
             try:
-                impl = execute.build(op, own=use_own)
-                if impl is None:
-                    continue
-                expected = impl.reference()
-                with use_threads(threads):
-                    got = impl.run()
-                    report = verify_mod.check(
-                        got,
-                        expected,
-                        dtype=got.dtype,
-                        what=f"{op['name']} [{impl.name}]",
-                        rtol=_rtol(op, got.dtype),
-                        atol=_atol(op, got.dtype),
-                    )
-                    del expected, got
-                    t = time_op(impl, budget, 3 if quick else 5, flush)
-            except (RooflabError, VerificationError, NotImplementedError, MemoryError) as e:
-                err = {
-                    "op": op["name"],
-                    "model": op.get("model"),
-                    "impl": "own" if use_own else "framework",
-                    "error": str(e),
-                }
-                errors.append(err)
-                if writer:
-                    writer.add_error(f"{op.get('model')}: {op['name']}", str(e))
+                rec = measure_one(
+                    driver, v, op, threads=threads, roofs=roofs, flush=flush, cold_samples=3 if quick else 5
+                )
+            except (RooflabError, MemoryError, NotImplementedError) as e:
+                if v.library:
+                    fail(op, v.name, e)
                 continue
-            sec = t["warm"]["median"]
-            p = place.place_op(op, sec, impl.dispatches, roofs)
-            rec = {
-                **p,
-                "model": op.get("model"),
-                "name": op["name"] + (" [rooflab]" if use_own else ""),
-                "kind": op["kind"],
-                "dtype": op["dtype"],
-                "shape": op["shape"],
-                "count": op["count"],
-                "impl": impl.name,
-                "own_kernel": use_own,
-                "verification": report,
-                "time_s": t["warm"],
-                "samples_s": t["warm_samples_s"],
-                "cold_seconds": t.get("cold", {}).get("median"),
-                "cold_time_s": t.get("cold"),
-                "cold_samples_s": t.get("cold_samples_s"),
-                "total_time_s": sec * op["count"],
-            }
-            placed.append(rec)
+            if v.library:
+                placed.append(rec)
+                if writer:
+                    writer.data.setdefault("ops_placed", []).append(rec)
+            elif best_own is None or rec["seconds"] < best_own["seconds"]:
+                best_own = rec
+        if best_own is not None:
+            placed.append(best_own)
             if writer:
-                writer.data.setdefault("ops_placed", []).append(rec)
-                writer.save()
+                writer.data.setdefault("ops_placed", []).append(best_own)
+        if writer:
+            writer.save()
     return placed, errors
-
-
-def _rtol(op, dtype):
-    # long float32 reductions (K up to 50k in GEMMs, 4.6k-term convs) lose ~sqrt(K) ulps
-    return 2e-3 if np.dtype(dtype) == np.float32 else 1e-9
-
-
-def _atol(op, dtype):
-    return 2e-3 if np.dtype(dtype) == np.float32 else 1e-10
 
 
 def find_ceilings(out_dir: Path, machine_id: str, device: str, explicit: str | None) -> tuple[dict, str]:
@@ -158,6 +221,19 @@ def find_ceilings(out_dir: Path, machine_id: str, device: str, explicit: str | N
     )
 
 
+def _use_ceilings(writer, ceil: dict, src: str) -> None:
+    writer.data.update(ceilings=ceil["ceilings"], ceilings_source=src, classification_rule=place.RULE)
+    for part in ("cpu", "gpu"):
+        if ceil["machine"].get(part):
+            writer.data["machine"].setdefault(part, {})
+            writer.data["machine"][part]["theoretical"] = ceil["machine"][part].get("theoretical", {})
+    writer.data["machine"]["gpu"] = ceil["machine"].get("gpu") or writer.data["machine"].get("gpu")
+
+
+def _device_name(machine: dict, device: str) -> str:
+    return machine["gpu"]["name"] if device == "cuda" and machine.get("gpu") else machine["cpu"]["model"]
+
+
 def _finish_outputs(writer, placed, summaries):
     stem = str(writer.path)[:-5]
     Path(stem + ".ops.csv").write_text(place.to_csv(placed))
@@ -167,6 +243,16 @@ def _finish_outputs(writer, placed, summaries):
     md += ["", place.to_markdown(placed)]
     Path(stem + ".ops.md").write_text("\n".join(md))
     return [Path(stem + ".ops.csv"), Path(stem + ".ops.md")]
+
+
+def _summary(name: str, placed: list[dict], errors: list[dict], device_name: str) -> dict:
+    framework = [p for p in placed if not p["own_kernel"]]
+    s = place.summarize_model(framework) if framework else {"total_time_s": 0.0, "share_pct": {}, "ops": 0}
+    s.setdefault("achieved_gflops", 0.0)
+    s["model"] = name
+    s["not_placed"] = sorted({e["op"] for e in errors})
+    s["line"] = place.summary_line(name, device_name, s, s["not_placed"])
+    return s
 
 
 def run_suite(
@@ -182,43 +268,23 @@ def run_suite(
     ceilings_path=None,
     out_dir=Path("results"),
 ):
-    if device != "cpu":
-        from ..cuda import models_gpu
-
-        return models_gpu.run_suite(
-            writer,
-            quick=quick,
-            progress=progress,
-            model=model,
-            batch=batch,
-            seq=seq,
-            ceilings_path=ceilings_path,
-            out_dir=out_dir,
-        )
     ceil, src = find_ceilings(out_dir, writer.data["machine"]["id"], device, ceilings_path)
-    writer.data["ceilings"] = ceil["ceilings"]
-    writer.data["ceilings_source"] = src
-    writer.data["classification_rule"] = place.RULE
-    writer.data["machine"]["cpu"]["theoretical"] = ceil["machine"]["cpu"].get("theoretical", {})
-    todo = catalog.suite_for(model, batch, seq)
-    groups = []
-    for name, kw in todo:
-        ops = catalog.distinct(catalog.model_ops(name, **kw))
-        groups.append((name, ops))
-    total = sum(len(o) for _, o in groups) * 2
-    progress.start(total)
-    caches = writer.data["machine"]["cpu"]["caches"]
+    _use_ceilings(writer, ceil, src)
+    groups = [
+        (name, catalog.distinct(catalog.model_ops(name, **kw))) for name, kw in catalog.suite_for(model, batch, seq)
+    ]
+    progress.start(sum(len(o) for _, o in groups))
+    roofs = place.Roofs(ceil, threads if device == "cpu" else 0, device)
     all_placed, summaries = [], []
-    for name, ops in groups:
-        roofs = place.ceilings_for(ceil, "float32", threads)
+    for name, ops_list in groups:
         t0 = time.monotonic()
-        placed, _ = measure_ops(
-            ops, roofs, threads=threads, quick=quick, caches=caches, writer=writer, progress=progress
+        placed, errors = measure_ops(
+            ops_list, roofs, device=device, threads=threads, quick=quick, machine=writer.data["machine"],
+            writer=writer, progress=progress,
+        )  # fmt: skip
+        s = _summary(
+            placed[0]["model"] if placed else name, placed, errors, _device_name(writer.data["machine"], device)
         )
-        framework = [p for p in placed if not p["own_kernel"]]
-        s = place.summarize_model(framework)
-        s["model"] = framework[0]["model"] if framework else name
-        s["line"] = place.summary_line(s["model"], writer.data["machine"]["cpu"]["model"], s)
         s["placement_seconds"] = time.monotonic() - t0
         summaries.append(s)
         all_placed += placed
@@ -232,59 +298,53 @@ def run_suite(
     progress.done(None)
 
 
-def place_command(ops, unsupported, args, source: str) -> int:
-    """Shared by `rooflab place OPS.json` and `rooflab place MODEL.onnx`."""
+def place_command(ops_list, unsupported, args, source: str) -> int:
+    """Shared by `rooflab place OPS.json` and `rooflab place MODEL.onnx`: the ops run on the device
+    asked for (--device cuda runs them on the GPU) and are placed on that device's ceilings."""
     from .. import machine, plots
     from ..progress import RichProgress
     from ..results import ResultWriter
     from ..threads import check_threads, max_threads
 
-    if args.device != "cpu":
+    device = args.device
+    desc = machine.describe()
+    if device == "cuda":
         from ..cuda import backend
 
-        backend.require()
+        backend.require(getattr(args, "gpu", 0))
+        desc["gpu"] = backend.describe(getattr(args, "gpu", 0))
+        desc["id"] = f"{machine.slug(desc['gpu']['name'])}-gpu{getattr(args, 'gpu', 0)}"
     threads = check_threads(args.threads) if args.threads is not None else max_threads()
-    desc = machine.describe()
-    writer = ResultWriter(
-        Path(args.out), desc, "place", args.device, {"source": source, "quick": args.quick, "threads": threads}
-    )
-    ceil, src = find_ceilings(Path(args.out), desc["id"], args.device, args.ceilings)
-    writer.data.update(ceilings=ceil["ceilings"], ceilings_source=src, classification_rule=place.RULE)
-    writer.data["machine"]["cpu"]["theoretical"] = ceil["machine"]["cpu"].get("theoretical", {})
+    out = Path(args.out)
+    ceil, src = find_ceilings(out, desc["id"], device, args.ceilings)
+    writer = ResultWriter(out, desc, "place", device, {"source": source, "quick": args.quick, "threads": threads})
+    _use_ceilings(writer, ceil, src)
     for u in unsupported:
         writer.add_error(u.get("op", "?"), u["error"])
         print(f"skipped: {u.get('op')}: {u['error']}")
     progress = RichProgress(f"placing {Path(source).name}")
-    progress.start(len(ops) * 2)
-    roofs_by_dtype = {}
-    placed = []
+    progress.start(len(ops_list))
+    roofs = place.Roofs(ceil, threads if device == "cpu" else 0, device)
     try:
-        for op in ops:
-            roofs = roofs_by_dtype.setdefault(op["dtype"], place.ceilings_for(ceil, op["dtype"], threads))
-            p, errs = measure_ops(
-                [op],
-                roofs,
-                threads=threads,
-                quick=args.quick,
-                caches=desc["cpu"]["caches"],
-                writer=writer,
-                progress=progress,
-            )
-            placed += p
+        placed, errors = measure_ops(
+            ops_list, roofs, device=device, threads=threads, quick=args.quick, machine=writer.data["machine"],
+            writer=writer, progress=progress,
+        )  # fmt: skip
     except KeyboardInterrupt:
         progress.close()
         writer.finish("interrupted")
         return 130
     progress.close()
     writer.finish("complete" if not writer.data["errors"] else "complete-with-errors")
-    s = place.summarize_model([p for p in placed if not p["own_kernel"]]) if placed else None
-    files = _finish_outputs(
-        writer, placed, [dict(s, line=place.summary_line(Path(source).name, desc["cpu"]["model"], s))] if s else []
-    )
+    errors += [{"op": u.get("op", "?")} for u in unsupported]
+    s = _summary(Path(source).name, placed, errors, _device_name(desc, device))
+    writer.data["model_summaries"] = [s]
+    writer.save()
+    files = _finish_outputs(writer, placed, [s])
     files += plots.roofline(writer.data, Path(str(writer.path)[:-5] + ".roofline"), ops=placed)
     if placed:
         print(place.to_markdown(placed))
-        print(place.summary_line(Path(source).name, desc["cpu"]["model"], s))
+    print(s["line"])
     for e in writer.data["errors"]:
         print(f"error: {e['label']}: {e['error']}")
     print(f"result: {writer.path}")
