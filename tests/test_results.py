@@ -50,3 +50,19 @@ def test_refuses_foreign_files(tmp_path):
         load(bad)
     with pytest.raises(RooflabError, match="no such result file"):
         load(tmp_path / "missing.json")
+
+
+def test_binary_file_is_one_clear_line(tmp_path, capsys):
+    from rooflab import cli
+
+    png = tmp_path / "figure.json"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    with pytest.raises(RooflabError, match="is not a text file") as e:
+        load(png)
+    assert "\n" not in str(e.value)
+    assert cli.main(["plot", str(png)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is not a text file" in err and "\n" not in err and "Traceback" not in err
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(RooflabError, match="cannot read"):
+        load(tmp_path / "dir.json")
