@@ -127,9 +127,13 @@ def load(path) -> dict:
     """Read a result file, refusing anything that is not a rooflab result of this schema."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise RooflabError(f"no such result file: {path}", "give the path of a rooflab-*.json file") from None
+    except UnicodeDecodeError as e:
+        raise RooflabError(
+            f"{path} is not a text file (byte {e.start} is not UTF-8)", "give a result file written by `rooflab run`"
+        ) from None
     except OSError as e:
         raise RooflabError(f"cannot read {path}: {e.strerror}") from None
     try:

@@ -235,3 +235,130 @@ def test_plan_sizes_follow_the_device():
     assert hopper.hopper and hopper.steps() == quick.steps() + len(suite.HOPPER)
     small = suite.Plan(dev, 1 << 30, False)  # a small card: nothing above 60% of free memory
     assert max(small.hbm_sizes) <= 0.6 * (1 << 30)
+
+
+# Published peaks, TFLOP/s, with the SM count and the clock the publisher used. Each figure must
+# come out of SMs x the per-SM rate x that clock within 3 %. (NVIDIA quotes Hopper's tensor peaks
+# at a lower clock than its FP32/FP64 ones: 1.83 vs 1.98 GHz on the SXM5 part.)
+# fmt: off
+PUBLISHED_GPU = [
+    # (name, cc, SMs, GHz, dtype, TFLOP/s, source)
+    ("NVIDIA A100-SXM4-80GB", "80", 108, 1.41, "float32", 19.5, "A100 whitepaper"),
+    ("NVIDIA A100-SXM4-80GB", "80", 108, 1.41, "float64", 9.7, "A100 whitepaper"),
+    ("NVIDIA A100-SXM4-80GB", "80", 108, 1.41, "float16", 312, "A100 whitepaper (dense)"),
+    ("NVIDIA A30", "80", 56, 1.44, "float16", 165, "A30 datasheet (dense)"),
+    ("NVIDIA GeForce RTX 3090", "86", 82, 1.695, "float32", 35.6, "GA102 whitepaper"),
+    ("NVIDIA GeForce RTX 3090", "86", 82, 1.695, "float16", 71, "GA102 whitepaper, FP32 accumulate"),
+    ("NVIDIA A40", "86", 84, 1.74, "float16", 149.7, "A40 datasheet (dense)"),
+    ("NVIDIA GeForce RTX 4090", "89", 128, 2.52, "float16", 165.2, "Ada whitepaper, FP32 accumulate"),
+    ("NVIDIA L40S", "89", 142, 2.52, "float16", 362, "L40S datasheet (dense)"),
+    ("NVIDIA H100 80GB HBM3", "90", 132, 1.98, "float32", 66.9, "H100 whitepaper (SXM5)"),
+    ("NVIDIA H100 80GB HBM3", "90", 132, 1.98, "float64", 33.5, "H100 whitepaper (SXM5)"),
+    ("NVIDIA H100 80GB HBM3", "90", 132, 1.83, "float16", 989.4, "H100 whitepaper (SXM5, dense)"),
+    ("NVIDIA H100 80GB HBM3", "90", 132, 1.83, "bfloat16", 989.4, "H100 whitepaper (SXM5, dense)"),
+    ("NVIDIA H100 PCIe", "90", 114, 1.755, "float32", 51.2, "H100 PCIe datasheet (51 TFLOP/s)"),
+    ("NVIDIA H100 PCIe", "90", 114, 1.755, "float64", 25.6, "H100 PCIe datasheet (26 TFLOP/s)"),
+    ("NVIDIA H200", "90", 132, 1.83, "float16", 989.4, "H200 datasheet (1,979 sparse)"),
+    ("NVIDIA H800", "90", 132, 1.98, "float64", 1.0, "H800 datasheet: FP64 1 TFLOP/s"),
+    ("NVIDIA H800", "90", 132, 1.83, "float16", 989.4, "H800 datasheet (1,979 sparse)"),
+    ("NVIDIA H800 PCIe", "90", 114, 1.755, "float64", 0.8, "H800 PCIe datasheet: FP64 0.8 TFLOP/s"),
+    ("NVIDIA H20", "90", 78, 1.83, "float16", 148, "H20 datasheet: 148 TFLOP/s FP16 dense"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize("name,cc,sms,ghz,dtype,tflops,source", PUBLISHED_GPU)
+def test_gpu_rates_match_published_figures(name, cc, sms, ghz, dtype, tflops, source):
+    dev = {"name": name, "compute_capability": cc, "sm_count": sms, "clock_ghz": ghz}
+    peaks = {p["dtype"]: p["gflops"] for p in backend.theoretical(dev)["peaks"]}
+    assert peaks[dtype] / 1e3 == pytest.approx(tflops, rel=0.05 if tflops < 2 else 0.03), source
+
+
+def test_every_sm90_part_gets_its_own_rates_and_unknown_names_say_assumed():
+    def tensor_per_sm(name):
+        return backend.sm_rates(name, "90")["tensor_fp16"]
+
+    assert tensor_per_sm("NVIDIA H100 80GB HBM3") == tensor_per_sm("NVIDIA H200") == 4096
+    assert tensor_per_sm("NVIDIA H20") == 1024  # far fewer tensor FLOPs than an H100
+    assert (
+        backend.sm_rates("NVIDIA H800", "90")["fp64"] == 2 and backend.sm_rates("NVIDIA H100 PCIe", "90")["fp64"] == 64
+    )
+    for name in ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200", "NVIDIA GH200 480GB"):
+        assert "assumed" not in backend.sm_rates(name, "90"), name
+    assert "assumed" in backend.sm_rates("NVIDIA H20", "90")  # its FP32/FP64 datasheet figures do not add up
+    t = backend.theoretical(
+        {"name": "NVIDIA H-something new", "compute_capability": "90", "sm_count": 132, "clock_ghz": 1.98}
+    )
+    assert "not in rooflab's table" in t["assumed"] and t["peaks"]
+    assert backend.sm_rates("NVIDIA B200", "100") is None
+
+
+class _FakeNvml:
+    """Two GPUs where NVML's index 0 is NOT CUDA's device 0 (CUDA_VISIBLE_DEVICES=1)."""
+
+    GPUS = {
+        "GPU-00000000-0000-0000-0000-00000000000a": {"bus": "00000000:3B:00.0", "sm": 1410, "temp": 30},
+        "GPU-00000000-0000-0000-0000-00000000000b": {"bus": "00000000:86:00.0", "sm": 1980, "temp": 70},
+    }
+    ORDER = list(GPUS)
+
+    def __init__(self, uuid_works=True):
+        self.uuid_works = uuid_works
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return self.ORDER[i]
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        if not self.uuid_works or uuid not in self.GPUS:
+            raise RuntimeError("NVML_ERROR_NOT_FOUND")
+        return uuid
+
+    def nvmlDeviceGetHandleByPciBusId(self, bus):
+        for u, g in self.GPUS.items():
+            if g["bus"] == bus:
+                return u
+        raise RuntimeError("NVML_ERROR_NOT_FOUND")
+
+    def nvmlDeviceGetClockInfo(self, h, kind):
+        return self.GPUS[h]["sm"] if kind == 1 else 2619
+
+    def nvmlDeviceGetMaxClockInfo(self, h, kind):
+        return self.GPUS[h]["sm"]
+
+    def nvmlDeviceGetTemperature(self, h, sensor):
+        return self.GPUS[h]["temp"]
+
+
+# CUDA device 0 under CUDA_VISIBLE_DEVICES=1: the second GPU (as cupy's getDeviceProperties gives it)
+CUDA0_PROPS = {"uuid": bytes.fromhex("00" * 15 + "0b"), "pciBusID": 0x86, "pciDomainID": 0, "pciDeviceID": 0}
+
+
+@pytest.mark.parametrize("uuid_works,how", [(True, "uuid"), (False, "pci_bus_id")])
+def test_nvml_reads_the_gpu_cuda_means_not_nvml_s_same_index(monkeypatch, uuid_works, how):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    monkeypatch.setitem(sys.modules, "pynvml", _FakeNvml(uuid_works))
+    s = backend.nvml_state(0, CUDA0_PROPS)
+    assert s["nvml_match"] == how
+    assert s["nvml_max_sm_clock_mhz"] == 1980 and s["nvml_temperature_c"] == 70  # not NVML device 0's 1410 / 30
+
+
+def test_nvml_unmatched_device_gives_no_figures(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    monkeypatch.setitem(sys.modules, "pynvml", _FakeNvml())
+    s = backend.nvml_state(0, {"uuid": bytes(range(1, 17)), "pciBusID": 0x99})
+    assert "nvml_sm_clock_mhz" not in s and "no NVML device" in s["nvml_match"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # then CUDA's and NVML's indices agree
+    assert backend.nvml_state(1, {"pciBusID": 0x99})["nvml_max_sm_clock_mhz"] == 1980
+
+
+def test_uuid_and_bus_id_formats():
+    assert (
+        backend._uuid_string(bytes.fromhex("3b9d0cd0c7a7f3e1c2d0a1b2c3d4e5f6"))
+        == "GPU-3b9d0cd0-c7a7-f3e1-c2d0-a1b2c3d4e5f6"
+    )
+    assert backend._uuid_string(b"\0" * 16) is None and backend._uuid_string(None) is None
+    assert backend._pci_bus_id({"pciBusID": 0x3B, "pciDomainID": 0, "pciDeviceID": 0}) == "00000000:3B:00.0"

@@ -65,3 +65,19 @@ def test_previous_schema_version_is_read_by_plot_compare_report(tmp_path):
     assert cli.main(["plot", str(old[-1]), "-o", str(tmp_path / "p")]) == 0
     assert cli.main(["compare", str(old[0]), str(old[-1]), "--threshold", "1000"]) == 0
     assert cli.main(["report", str(old[-1]), "-o", str(tmp_path / "r.html")]) == 0
+
+
+def test_binary_file_is_one_clear_line(tmp_path, capsys):
+    from rooflab import cli
+
+    png = tmp_path / "figure.json"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    with pytest.raises(RooflabError, match="is not a text file") as e:
+        load(png)
+    assert "\n" not in str(e.value)
+    assert cli.main(["plot", str(png)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is not a text file" in err and "\n" not in err and "Traceback" not in err
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(RooflabError, match="cannot read"):
+        load(tmp_path / "dir.json")
