@@ -135,8 +135,8 @@ class Driver:
         if not (self.settings.probe_clock and self.backend.clock):
             return None
         ghz = self.backend.clock(threads)
-        if ghz:
-            self.best_clock[threads] = max(self.best_clock.get(threads, 0.0), max(ghz))
+        if ghz:  # the slowest thread's clock: what an all-thread kernel runs at
+            self.best_clock[threads] = max(self.best_clock.get(threads, 0.0), min(ghz))
         return ghz
 
     # ---- one measurement -----------------------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from statistics import median
 
 import numpy as np
 
@@ -235,6 +234,42 @@ def measure_intensity(driver: Driver, writer, plan: Plan, l1_bytes: int, ws: int
     del a
 
 
+def set_theoretical(cpu: dict, best_clock: dict) -> None:
+    """Theoretical peaks per thread count at that count's best clock of the whole run (the probes
+    before and after every measurement: a neighbour makes a probe read low, never high, so the
+    best one is the clock the cores really ran at)."""
+    from .machine import peaks_at_clocks
+
+    if not best_clock:
+        return
+    cpu["measured_ghz"] = best_clock.get(1) or min(best_clock.values())
+    cpu["measured_ghz_all_threads"] = {str(t): g for t, g in sorted(best_clock.items())}
+    cpu["theoretical"] = peaks_at_clocks(cpu, best_clock, "best running clock probed in the run, per thread count")
+
+
+def peak_notes(ceilings: list[dict], cpu: dict) -> list[str]:
+    """A compute ceiling above 105 % of its theoretical peak: say which clock its own FMA rate
+    implies, so a contended probe and a counting bug can be told apart."""
+    from .machine import implied_clock_ghz
+
+    notes = []
+    for c in ceilings:
+        if not c.get("above_105pct_of_theoretical"):
+            continue
+        implied = implied_clock_ghz(c["value"], cpu, c["threads"], c["dtype"])
+        best = (cpu.get("measured_ghz_all_threads") or {}).get(str(c["threads"]))
+        notes.append(
+            f"{c['name']} is {c['fraction_of_theoretical']:.0%} of its theoretical peak at {best or 0:.2f} GHz; its "
+            f"FMA rate implies {implied or 0:.2f} GHz: "
+            + (
+                "every probe of the run was slowed (contended)"
+                if c.get("noisy")
+                else "the FMA table or the work count is wrong"
+            )
+        )
+    return notes
+
+
 def derive_ceilings(data: dict) -> list[dict]:
     """All ceilings of a CPU result document, from its records (also used to re-derive)."""
     machine = data["machine"]
@@ -338,31 +373,16 @@ def run(driver: Driver, writer, plan: Plan, progress) -> None:
     step = progress.step
 
     step("clock probe")
-    clocks = {t: [] for t in plan.thread_counts()}
-    for _ in range(5):
-        for t in plan.thread_counts():
-            probe = driver.probe_clock(t)
-            if probe:
-                clocks[t].append(min(probe))
-    if clocks[1]:
-        ghz = median(clocks[1])
-        machine["cpu"]["measured_ghz"] = ghz
-        machine["cpu"]["measured_ghz_all_threads"] = {str(t): median(v) for t, v in clocks.items() if v}
-        from .machine import peaks_for
-
-        machine["cpu"]["theoretical"] = peaks_for(machine["cpu"], ghz)
+    for t in plan.thread_counts():
+        driver.probe_clock(t)
     writer.save()
     for _ in range(passes):  # each ceiling in several passes spread over the run (see derive_ceilings)
         driver.run(suite, writer, progress)
     if "intensity" not in plan.skip:
         measure_intensity(driver, writer, plan, l1, intensity_ws, step)
+    set_theoretical(machine["cpu"], driver.best_clock)
     writer.data["ceilings"] = derive_ceilings(writer.data)
     writer.data["notes"] += roofline.order_violations(writer.data["ceilings"])
-    for c in writer.data["ceilings"]:
-        if c.get("above_105pct_of_theoretical"):
-            writer.data["notes"].append(
-                f"{c['name']} is {c['fraction_of_theoretical']:.0%} of its theoretical peak: a counting "
-                f"bug or a clock above the one probed"
-            )
+    writer.data["notes"] += peak_notes(writer.data["ceilings"], machine["cpu"])
     writer.save()
     progress.done(task)

@@ -108,3 +108,27 @@ def test_interrupted_run_keeps_what_it_measured(tmp_path, monkeypatch):
     d = load(f)
     assert d["status"] == "interrupted"
     assert any(r["family"] == "ert" for r in d["records"])  # the peaks measured before are kept
+
+
+def test_no_ceiling_above_105_percent_of_theoretical_unless_flagged(quick_result):
+    """A real run: every compute ceiling within 105 % of its theoretical peak at the run's best
+    clock, or flagged as disturbed; every slower memory level at or below the faster one, or flagged."""
+    d = load(quick_result)
+    compute = [c for c in d["ceilings"] if c["kind"] == "compute"]
+    assert compute and all("theoretical" in c for c in compute)
+    for c in compute:
+        assert c["fraction_of_theoretical"] <= 1.05 or c["noisy"], c
+    order = ("L1", "L2", "L3", "DRAM")
+    for c in d["ceilings"]:
+        if c["kind"] == "bandwidth" and c["level"] in order:
+            farther = [
+                o
+                for o in d["ceilings"]
+                if o["kind"] == "bandwidth"
+                and o.get("kernel") == c.get("kernel")
+                and o["threads"] == c["threads"]
+                and o["level"] in order
+                and order.index(o["level"]) > order.index(c["level"])
+            ]
+            for o in farther:
+                assert o["value"] <= c["value"] * 1.02 or (o["noisy"] and c["noisy"]), (c["name"], o["name"])

@@ -78,3 +78,25 @@ def test_roofline_lookup_prefers_the_fastest_kernel_per_level():
     assert rf.main_memory_roof(2)["kernel"] == "read"
     assert rf.ridge("float64", 2) == pytest.approx(200 / 30)
     assert roofline.capacity(CACHES[2], 2) == 32 << 20
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_every_kernel_has_a_sweep_point_in_the_dram_window(quick, monkeypatch):
+    """The quick sweep once ended 128 bytes below 4x the LLC for triad (no DRAM ceiling): every
+    kernel's largest working set, as allocated, must be inside the DRAM window."""
+    from rooflab import memory, suite_ceilings
+    from rooflab.kernels.cpu import stream
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 1 << 40)
+    caches = [
+        {"name": "L1", "size_bytes": 32 << 10, "private": True, "instances": 2},
+        {"name": "L2", "size_bytes": 1 << 20, "private": True, "instances": 2},
+        {"name": "L3", "size_bytes": 32 << 20, "private": False, "instances": 1, "shared_by_cpus": 2},
+    ]
+    plan = suite_ceilings.Plan(threads_all=2, quick=quick, sweep_factor=4.0 if quick else 2**0.5)
+    sizes = suite_ceilings.sweep_sizes(plan.min_ws, suite_ceilings.default_max_ws(caches, quick), plan.sweep_factor)
+    for kernel in suite_ceilings.KERNELS:
+        cases = [c for c in suite_ceilings.bandwidth_cases(plan, sizes) if c.variant.endswith(kernel)]
+        largest = max(c.size for c in cases) * 8 * stream.ARRAYS[kernel]
+        dram = roofline.level_windows(caches, 2)[-1]
+        assert largest >= dram["lo"], (kernel, largest, dram["lo"])
