@@ -49,8 +49,14 @@ def level_windows(caches: list[dict], threads: int) -> list[dict]:
         hi = cap / (4 if (last and not c.get("private", False)) else 2)
         out.append({"level": c["name"], "lo": lo, "hi": hi, "os_bytes": cap})
         prev = cap
-    out.append({"level": "DRAM", "lo": 4 * prev if prev else 0, "hi": None, "os_bytes": None})
+    # Without cache sizes (no sysfs: some containers) the level split is refused: only sizes far
+    # beyond any last-level cache shipped today count as DRAM. py-cpuinfo's cpuid sizes were tried
+    # as a fallback and read 1 MiB of L3 on a 32 MiB VM: a wrong window is worse than none.
+    out.append({"level": "DRAM", "lo": 4 * prev if prev else UNKNOWN_CACHES_DRAM_FROM, "hi": None, "os_bytes": None})
     return out
+
+
+UNKNOWN_CACHES_DRAM_FROM = 1 << 30
 
 
 def _in_window(size: float, w: dict) -> bool:

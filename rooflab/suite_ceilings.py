@@ -74,7 +74,7 @@ def default_max_ws(caches: list[dict], quick: bool = False) -> int:
     capped by free memory (the sweep needs ~2.2x its working set with verification)."""
     from .memory import available_bytes
 
-    llc = caches[-1]["size_bytes"] if caches else 64 << 20
+    llc = caches[-1]["size_bytes"] if caches else (1 << 30) // 4  # unknown caches: reach the 1 GiB DRAM window
     want = max((4 if quick else 8) * llc, 64 << 20)
     avail = available_bytes()
     if avail:
@@ -352,6 +352,11 @@ def run(driver: Driver, writer, plan: Plan, progress) -> None:
     caches = machine["cpu"]["caches"]
     l1 = caches[0]["size_bytes"] if caches else 32 << 10
     max_ws = plan.max_ws or default_max_ws(caches, plan.quick)
+    if not caches:
+        writer.data["notes"].append(
+            "the OS gives no cache sizes (sysfs): no L1/L2/L3 ceilings; only working sets of 1 GiB and more "
+            "count as DRAM"
+        )
     if caches and max_ws < 4 * caches[-1]["size_bytes"]:
         writer.data["notes"].append(
             f"the sweep stops at {fmt_bytes(max_ws)}, below 4x the LLC: no DRAM ceiling "

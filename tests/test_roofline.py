@@ -100,3 +100,11 @@ def test_every_kernel_has_a_sweep_point_in_the_dram_window(quick, monkeypatch):
         largest = max(c.size for c in cases) * 8 * stream.ARRAYS[kernel]
         dram = roofline.level_windows(caches, 2)[-1]
         assert largest >= dram["lo"], (kernel, largest, dram["lo"])
+
+
+def test_without_cache_sizes_only_large_sets_count_as_dram():
+    windows = level_windows([], 2)
+    assert [w["level"] for w in windows] == ["DRAM"] and windows[0]["lo"] >= 1 << 30
+    pts = _points([(8 << 10, 300.0), (64 << 20, 50.0), (2 << 30, 20.0)], kernel="triad")
+    (c,) = bandwidth_ceilings(pts, [], 1, "triad")
+    assert c["level"] == "DRAM" and c["value"] == 20.0  # the cache-resident points are not DRAM
