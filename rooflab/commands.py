@@ -134,7 +134,14 @@ def cmd_run(args) -> int:
             cupy.cuda.Device(args.gpu).use()
         threads = check_threads(args.threads) if args.threads is not None else max_threads()
         max_ws = parse_size(args.max_working_set) if args.max_working_set else None
+        if max_ws and device == "cpu":  # refused before anything is written
+            from .memory import require_fits
+
+            require_fits(int(max_ws * 2.2), f"--max-working-set {args.max_working_set}")
         out = Path(args.out)
+        from .results import require_writable
+
+        require_writable(out)
         budget = args.budget if args.budget is not None else (0.08 if args.quick else 0.3)
         settings = Settings(
             budget_s=budget, target_s=0.004 if args.quick else 0.01, max_attempts=2 if args.quick else 3

@@ -159,3 +159,13 @@ def previous_results(out_dir: Path, machine_id: str, suite: str, device: str, ex
         return []
     files = sorted(d.glob(f"rooflab-{suite.replace(',', '+')}-{device}-*.json"))
     return [f for f in files if f.resolve() != Path(exclude).resolve()]
+
+
+def require_writable(out: Path) -> None:
+    """Refuse an output folder that cannot be written, before a run starts measuring."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".rooflab-write-check-"):
+            pass
+    except OSError as e:
+        raise RooflabError(f"cannot write results to {out}: {e.strerror or e}", "pass a writable --out DIR") from None

@@ -132,3 +132,20 @@ def test_no_ceiling_above_105_percent_of_theoretical_unless_flagged(quick_result
             ]
             for o in farther:
                 assert o["value"] <= c["value"] * 1.02 or (o["noisy"] and c["noisy"]), (c["name"], o["name"])
+
+
+def test_unwritable_out_and_impossible_working_set_are_refused_before_anything_is_written(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    p = subprocess.run(
+        [sys.executable, "-m", "rooflab", "run", "--quick", "--out", str(blocker)], capture_output=True, text=True
+    )
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "cannot write results" in p.stderr
+    out = tmp_path / "out"
+    p = subprocess.run(
+        [sys.executable, "-m", "rooflab", "run", "--max-working-set", "64T", "--out", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 2 and "64T" in p.stderr and p.stderr.count("\n") == 1
+    assert not list(out.rglob("*.json"))  # nothing written

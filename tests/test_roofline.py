@@ -84,8 +84,9 @@ def test_roofline_lookup_prefers_the_fastest_kernel_per_level():
 def test_every_kernel_has_a_sweep_point_in_the_dram_window(quick, monkeypatch):
     """The quick sweep once ended 128 bytes below 4x the LLC for triad (no DRAM ceiling): every
     kernel's largest working set, as allocated, must be inside the DRAM window."""
-    from rooflab import memory, suite_ceilings
     from rooflab.kernels.cpu import stream
+
+    from rooflab import memory, suite_ceilings
 
     monkeypatch.setattr(memory, "available_bytes", lambda: 1 << 40)
     caches = [

@@ -303,7 +303,7 @@ def place_command(ops_list, unsupported, args, source: str) -> int:
     asked for (--device cuda runs them on the GPU) and are placed on that device's ceilings."""
     from .. import machine, plots
     from ..progress import RichProgress
-    from ..results import ResultWriter
+    from ..results import ResultWriter, require_writable
     from ..threads import check_threads, max_threads
 
     device = args.device
@@ -316,6 +316,7 @@ def place_command(ops_list, unsupported, args, source: str) -> int:
         desc["id"] = f"{machine.slug(desc['gpu']['name'])}-gpu{getattr(args, 'gpu', 0)}"
     threads = check_threads(args.threads) if args.threads is not None else max_threads()
     out = Path(args.out)
+    require_writable(out)
     ceil, src = find_ceilings(out, desc["id"], device, args.ceilings)
     writer = ResultWriter(out, desc, "place", device, {"source": source, "quick": args.quick, "threads": threads})
     _use_ceilings(writer, ceil, src)
