@@ -8,7 +8,7 @@ The theoretical peak is cores x clock x FMA pipes x vector lanes x 2 FLOP. Two o
 are microarchitecture facts the OS does not expose (how many FMA pipes, how wide): they come from
 ``fma_units`` below (table UARCH: Zen 4 16 FP64 FLOP/cycle, Zen 5 desktop 32, Strix Point 16,
 Skylake-SP Gold 6 32, Silver 16, Gracemont 8, ...), with the source and whether it is assumed
-recorded. The clock is the *measured* running clock (rooflab/clock_probe.py), not the nominal one:
+recorded. The clock is the *measured* running clock (rooflab/cpu/clock.py), not the nominal one:
 on turbo-capable cores the nominal clock understates the peak and makes good kernels look like
 110-120% of "peak". Each thread count gets its peak at its own clock (``peaks_at_clocks``): all
 cores busy run slower than one.
@@ -543,7 +543,7 @@ def peaks_at_clocks(cpu: dict, clocks: dict, clock_source: str = "measured runni
     """Theoretical FP64/FP32 peaks for every thread count at that thread count's OWN clock.
 
     ``clocks`` maps threads (int, or str as JSON keys come back) to GHz: one number, or a list of
-    per-thread clocks measured while all of that count's threads ran (clock_probe.probe_clock's
+    per-thread clocks measured while all of that count's threads ran (rooflab.cpu.clock.probe_clock's
     ``per_thread_ghz``). Each core's FMAs run at its own clock, so a list counts as its mean
     (cores x mean = the sum of the cores' clocks). Threads beyond the physical cores add no FMA
     pipes (SMT siblings share them). Thread counts without a clock are skipped."""

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from rooflab.kernels.cpu import clock
 
-from rooflab import clock_probe, machine
+from rooflab import machine
+from rooflab.cpu import clock as clock_probe
 from rooflab.errors import VerificationError
 from rooflab.threads import max_threads
 

@@ -17,8 +17,8 @@ PROBES = 5
 
 def probe_clock(threads: int, probes: int = PROBES) -> list[float] | None:
     """Per-thread running clock in GHz: each thread's best of ``probes`` ~1 ms add-chain probes,
-    all threads at once (rooflab.clock_probe); None where the probe cannot run (not x86-64 Linux)."""
-    from .. import clock_probe
+    all threads at once (rooflab.cpu.clock); None where the probe cannot run (not x86-64 Linux)."""
+    from . import clock as clock_probe
 
     if not clock_probe.supported():
         return None

@@ -13,31 +13,31 @@ timer (clock_gettime through the vDSO, ~20-50 ns) is 5e-5 of a probe.
 Verified: every thread's chain result is checked against its closed form (start + adds), so a
 compiler that folded the chain or a thread that skipped its work raises VerificationError.
 
-    from rooflab.clock_probe import probe_clock
+    from rooflab.cpu.clock import probe_clock
     p = probe_clock(2)                 # {"per_thread_ghz": [3.62, 3.58], "ghz": 3.58, ...}
     machine.peaks_at_clocks(cpu, {1: probe_clock(1)["per_thread_ghz"], 2: p["per_thread_ghz"]})
 
-Run it: ``python -m rooflab.clock_probe 2``.
+Run it: ``python -m rooflab.cpu.clock 2``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .errors import RooflabError, VerificationError
-from .threads import use_threads
+from ..errors import RooflabError, VerificationError
+from ..threads import use_threads
 
 METHOD = "dependent register adds (1/cycle), best of k ~1 ms probes per thread, each timed on its own thread"
 
 
 def supported() -> bool:
-    from .kernels.cpu import clock
+    from ..kernels.cpu import clock
 
     return clock.PROBES_SUPPORTED
 
 
 def _run(blocks: int, probes: int, threads: int):
-    from .kernels.cpu import clock
+    from ..kernels.cpu import clock
 
     start, end, cpu0, cpu1, result = clock.add_chain_probes(int(blocks), int(probes), int(threads))
     expected = np.arange(threads, dtype=np.int64) + int(probes) * int(blocks) * clock.ADDS_PER_BLOCK
@@ -62,7 +62,7 @@ def probe_clock(threads: int, probes: int = 9, probe_s: float = 0.001) -> dict:
                        (1.0 = all ran side by side; low = the threads ran one after the other)
       adds_per_probe, probe_s (median seconds per probe), probes, threads, verified, method
     Raises RooflabError on a platform without the probe, VerificationError on a wrong count."""
-    from .kernels.cpu import clock
+    from ..kernels.cpu import clock
 
     if not clock.PROBES_SUPPORTED:
         raise RooflabError("the per-thread clock probe needs Linux on x86-64", "the suite then uses the nominal clock")
