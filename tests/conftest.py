@@ -30,3 +30,11 @@ def quick_result(tmp_path_factory):
     files = sorted(out.glob("*/rooflab-ceilings-cpu-*.json"))
     assert len(files) == 1
     return files[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that need a real `rooflab run` (the quick_result fixture, ~1 min) are slow: the fast
+    loop `pytest -m "not slow"` skips them; CI runs everything."""
+    for item in items:
+        if "quick_result" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)

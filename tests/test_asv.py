@@ -69,6 +69,7 @@ def test_asv_check(tmp_path):
     assert "No problems found" in p.stdout
 
 
+@pytest.mark.slow
 def test_asv_dry_run_subset_and_gpu_skips(tmp_path):
     assert _asv(["machine", "--yes", "--machine", "ci"], tmp_path).returncode == 0
     p = _asv(

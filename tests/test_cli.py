@@ -92,6 +92,7 @@ def test_argparse_errors_are_one_line():
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "unrecognized arguments" in p.stderr
 
 
+@pytest.mark.slow
 def test_interrupted_run_keeps_what_it_measured(tmp_path, monkeypatch):
     from rooflab.driver import Driver
 

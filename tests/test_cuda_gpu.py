@@ -7,7 +7,7 @@ import rooflab
 from rooflab.cuda import backend
 
 ok, why = backend.probe()
-pytestmark = pytest.mark.skipif(not ok, reason=why)
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not ok, reason=why)]
 
 
 def test_describe_has_the_facts_peaks_need():

@@ -11,6 +11,8 @@ from rooflab import cli
 from rooflab.cuda import suite
 from tests import fake_gpu
 
+pytestmark = pytest.mark.slow  # each test runs a whole suite on the stand-in GPU
+
 pytest.importorskip("cupy")
 
 

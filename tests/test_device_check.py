@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.skipif(backend.probe()[0], reason="a GPU is here: the script really runs (see the device check)")
+@pytest.mark.slow
 def test_device_check_without_a_gpu(tmp_path):
     out = tmp_path / "out"
     env = {

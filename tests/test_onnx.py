@@ -44,6 +44,7 @@ def test_onnx_graph_maps_to_ops_and_lists_unsupported():
     assert unsupported == [{"op": "flatten", "error": "unsupported ONNX op Flatten"}]
 
 
+@pytest.mark.slow
 def test_place_command_on_onnx(tmp_path, capsys):
     from rooflab import cli
 
