@@ -24,6 +24,7 @@ last element):
   vzero(a)                              zero vector of a's dtype (a: an array, or np.float32/np.float64)
   vfma(a, b, c) = a * b + c            llvm.fma, one vfmadd instruction
   vadd, vsub, vmul, vmax, vmin          lane-wise
+  vlanes(a)                             lanes of a vector of a's dtype (compile-time constant intp)
   vhsum(v)                              sum of the lanes (scalar)
   vget(v, k)                            lane k (scalar)
   prefetch(a, i) / prefetch2(a, i, j)   prefetcht0 of a[i] (a[i, j]) for reading
@@ -380,6 +381,18 @@ def ops(bits: int) -> SimpleNamespace:
         return vty(like), codegen
 
     @intrinsic
+    def vlanes(typingctx, like):
+        dt = _float_of(like)
+        if dt is None:
+            return None
+        n = bits // dt.bitwidth
+
+        def codegen(context, builder, sig, args):
+            return context.get_constant(types.intp, n)
+
+        return types.intp(like), codegen
+
+    @intrinsic
     def vfma(typingctx, a, b, c):
         if not is_vec(a, b, c):
             return None
@@ -464,6 +477,7 @@ def ops(bits: int) -> SimpleNamespace:
         vbcast2=vbcast2,
         vsplat=vsplat,
         vzero=vzero,
+        vlanes=vlanes,
         vfma=vfma,
         vadd=_binop("fadd"),
         vsub=_binop("fsub"),
@@ -490,6 +504,7 @@ vbcast = _DEFAULT.vbcast
 vbcast2 = _DEFAULT.vbcast2
 vsplat = _DEFAULT.vsplat
 vzero = _DEFAULT.vzero
+vlanes = _DEFAULT.vlanes
 vfma = _DEFAULT.vfma
 vadd = _DEFAULT.vadd
 vsub = _DEFAULT.vsub
@@ -522,6 +537,7 @@ __all__ = [
     "vfma",
     "vget",
     "vhsum",
+    "vlanes",
     "vload",
     "vload2",
     "vloadm",
