@@ -105,11 +105,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import numba
+    from rooflab.kernels.cpu import simd
     from threadpoolctl import threadpool_info
 
     import rooflab
     from rooflab.families.gemm.cpu import blas_info, blas_name
-    from rooflab.kernels.cpu import simd
     from rooflab.threads import check_threads
 
     numbers = [0] + [int(x) for x in args.variants.split(",") if x.strip() and int(x) != 0]
@@ -136,7 +136,9 @@ def main(argv=None) -> int:
                 label = f"{shape['M']}x{shape['N']}x{shape['K']}"
                 for v in variants:
                     r = res[v.name]
-                    rows.append({"dtype": dtype, "shape": shape, "threads": t, "variant": v.name, "cpu_share": share, **r})
+                    rows.append(
+                        {"dtype": dtype, "shape": shape, "threads": t, "variant": v.name, "cpu_share": share, **r}
+                    )
                     print(
                         f"{dtype:8s} {label:>15s} {t}T  {v.name:28s} {r['gflops']:8.1f} GFLOP/s {r['gbps']:7.1f} GB/s"
                         f"  {100 * r['ratio']:6.1f} % of 00   p20-p80 {r['p20_s'] / r['median_s']:.2f}-"

@@ -22,13 +22,13 @@ import textwrap
 import numpy as np
 import pytest
 from numba import njit
+from rooflab.kernels.cpu import gemm as K
+from rooflab.kernels.cpu import gemm_ukr, simd
 
 import rooflab
 from rooflab import verify
 from rooflab.errors import RooflabError, VerificationError
 from rooflab.families import gemm as fam
-from rooflab.kernels.cpu import gemm as K
-from rooflab.kernels.cpu import gemm_ukr, simd
 from rooflab.registry import check_cases, list_variants
 from rooflab.runner import Runner, Settings
 
@@ -352,7 +352,7 @@ def test_wrong_micro_kernels_rejected(bug):
         ins = v.inputs({"M": M, "N": N, "K": Kd}, dtype)
         rec = r.measure(v, ins, threads=1)
         assert rec["status"] == "failed" and not rec["verified"], (bug, dtype)
-        assert "elements outside" in rec["error"] and "worst at index" in rec["error"]
+        assert "at index" in rec["error"]  # names the wrong element (or the unwritten one: NaN)
     # the untouched copy passes: the failures above are the bugs, not the copy
     ok = _ladder_with()
     ins = ok.inputs({"M": M, "N": N, "K": 200}, "float32")
