@@ -10,13 +10,13 @@ Rungs (each adds one technique; C-contiguous A (M x K), B (K x N), C (M x N) of 
                   -> micro-kernel (gemm_ukr.py): A and B copied into zero-padded panels in the order
                   the micro-kernel reads them; a MR x NR register tile of C in vector registers
                   (explicit SIMD via simd.py); edge tiles go through a small buffer. Skinny M (<=
-                  SMALL_M rows, e.g. the decode GEMV) streams B once instead: C rows += A[i, p] * B[p, :]
+                  SMALL_M rows, e.g. the decode GEMV) streams B once instead: C[i] += A[i, p:p+8] @ B[p:p+8]
   05 threads      04 over blocks of C with numba prange: N split into slabs (M when N is narrow),
                   one task per thread, each with private packing buffers
 
 Napkin (Zen 4, 1 core, ~3.7 GHz): 32 FP32 / 16 FP64 FLOP per cycle -> ~118 / 59 GFLOP/s peak.
-The 12x32 FP32 tile performs 24 zmm FMAs per 2 B loads + 12 broadcasts; A block MC x KC = 288 x 512
-x 4 B = 576 KiB stays in the 1 MiB L2, a B micro-panel KC x 32 x 4 B = 64 KiB streams from L2/L1.
+The 12x32 FP32 tile performs 24 zmm FMAs per 2 B loads + 12 broadcasts; A block MC x KC = 144 x 1024
+x 4 B = 576 KiB stays in the 1 MiB L2, a B micro-panel KC x 32 x 4 B = 128 KiB streams from L2.
 Per pass over C (K / KC passes) C is loaded and stored once: larger KC = fewer passes, which is why
 KC = 512-1024 beats textbook 256 here (research/numba-gemm-conv.md 1.1).
 GEMV (M = 1): 2 FLOP per element of B -> intensity 0.5 (FP32): memory-bound, B streamed once.
@@ -33,7 +33,7 @@ from numba import njit, prange
 
 from . import simd
 from .gemm_ukr import ukr_6x2v, ukr_12x2v
-from .simd import vbcast2, vfma, vload, vloadm, vstore, vstorem, vzero
+from .simd import vadd, vbcast2, vfma, vload, vloadm, vmul, vstore, vstorem, vzero
 
 # ---- the register tile follows the vector ISA: 32 zmm (AVX-512) hold 24 accumulators -------------
 if simd.BITS >= 512:
@@ -45,8 +45,11 @@ else:
 TILE = {dt: (MR, NV * simd.lanes(dt)) for dt in ("float32", "float64")}  # (MR, NR) per dtype
 
 # blocking (elements): MC rows of A per L2 block, KC depth per pass over C, NC columns of B per
-# packed slab. Measured on Zen 4 (1 MiB L2); see the header.
-BLOCKING = {"float32": {"mc": 288, "kc": 512, "nc": 4096}, "float64": {"mc": 288, "kc": 256, "nc": 4096}}
+# packed slab. Deep KC wins (fewer passes over C): Zen 4 sweep at n=2048 (interleaved, 15 rounds)
+# put KC=1024/512 (FP32/FP64) 2-5 % above KC=512/256, and MC=144 level with 288; the AVX2 values
+# are research/numba-gemm-conv.md's Zen 3 optimum. The A block is 576 KiB (AVX-512) / 1.1 MiB.
+_MC = 144 if simd.BITS >= 512 else 288
+BLOCKING = {"float32": {"mc": _MC, "kc": 1024, "nc": 4096}, "float64": {"mc": _MC, "kc": 512, "nc": 4096}}
 SMALL_M = 4  # rows up to which 04/05 stream B (axpy form) instead of packing
 
 
@@ -167,54 +170,71 @@ def gemm_packed_block(A, B, C, m0, m1, n0, n1, Ap, Bp, tmp, mc_blk, kc_blk, nc_b
                                         C[ic + ir + i, jc + jr + j] += tmp[i, j]
 
 
-@njit(fastmath=True, cache=True)
+@njit(cache=True)  # no fastmath: it would fold the two FMA chains into one 9-deep chain
 def gemm_skinny_block(A, B, C, m0, m1, n0, n1, kb):
     """C[m0:m1, n0:n1] = A[m0:m1] @ B[:, n0:n1] for few rows: C[i] += A[i, p] * B[p] over p,
-    4 rows of B per pass over the C segment (which stays in L1); B streamed in kb-row blocks that
-    stay in L2 while every row of A uses them. Vector tails are masked."""
+    8 rows of B per pass over the C segment (which stays in L1) in two FMA chains; B streamed
+    once, in kb-row blocks that stay in L2 while every row of A uses them. Tails are masked."""
     K = A.shape[1]
     L = simd.vlanes(C)
     n = n1 - n0
     nfull = n - n % L
+    r = n - nfull
     for i in range(m0, m1):
         c = C[i, n0:n1]
         for j in range(0, nfull, L):
             vstore(c, j, vzero(c))
-        if nfull < n:
-            vstorem(c, nfull, vzero(c), n - nfull)
+        if r:
+            vstorem(c, nfull, vzero(c), r)
     for pp in range(0, K, kb):
         pe = min(pp + kb, K)
         for i in range(m0, m1):
             c = C[i, n0:n1]
             p = pp
-            while p + 4 <= pe:
+            while p + 8 <= pe:
                 a0 = vbcast2(A, i, p)
                 a1 = vbcast2(A, i, p + 1)
                 a2 = vbcast2(A, i, p + 2)
                 a3 = vbcast2(A, i, p + 3)
+                a4 = vbcast2(A, i, p + 4)
+                a5 = vbcast2(A, i, p + 5)
+                a6 = vbcast2(A, i, p + 6)
+                a7 = vbcast2(A, i, p + 7)
                 b0 = B[p, n0:n1]
                 b1 = B[p + 1, n0:n1]
                 b2 = B[p + 2, n0:n1]
                 b3 = B[p + 3, n0:n1]
+                b4 = B[p + 4, n0:n1]
+                b5 = B[p + 5, n0:n1]
+                b6 = B[p + 6, n0:n1]
+                b7 = B[p + 7, n0:n1]
                 for j in range(0, nfull, L):
                     x = vfma(a0, vload(b0, j), vload(c, j))
-                    x = vfma(a1, vload(b1, j), x)
+                    y = vmul(a1, vload(b1, j))
                     x = vfma(a2, vload(b2, j), x)
-                    vstore(c, j, vfma(a3, vload(b3, j), x))
-                if nfull < n:
-                    r = n - nfull
+                    y = vfma(a3, vload(b3, j), y)
+                    x = vfma(a4, vload(b4, j), x)
+                    y = vfma(a5, vload(b5, j), y)
+                    x = vfma(a6, vload(b6, j), x)
+                    y = vfma(a7, vload(b7, j), y)
+                    vstore(c, j, vadd(x, y))
+                if r:
                     x = vfma(a0, vloadm(b0, nfull, r), vloadm(c, nfull, r))
-                    x = vfma(a1, vloadm(b1, nfull, r), x)
+                    y = vmul(a1, vloadm(b1, nfull, r))
                     x = vfma(a2, vloadm(b2, nfull, r), x)
-                    vstorem(c, nfull, vfma(a3, vloadm(b3, nfull, r), x), r)
-                p += 4
+                    y = vfma(a3, vloadm(b3, nfull, r), y)
+                    x = vfma(a4, vloadm(b4, nfull, r), x)
+                    y = vfma(a5, vloadm(b5, nfull, r), y)
+                    x = vfma(a6, vloadm(b6, nfull, r), x)
+                    y = vfma(a7, vloadm(b7, nfull, r), y)
+                    vstorem(c, nfull, vadd(x, y), r)
+                p += 8
             while p < pe:
                 a0 = vbcast2(A, i, p)
                 b0 = B[p, n0:n1]
                 for j in range(0, nfull, L):
                     vstore(c, j, vfma(a0, vload(b0, j), vload(c, j)))
-                if nfull < n:
-                    r = n - nfull
+                if r:
                     vstorem(c, nfull, vfma(a0, vloadm(b0, nfull, r), vloadm(c, nfull, r)), r)
                 p += 1
 
@@ -270,7 +290,7 @@ def plan(M: int, N: int, K: int, dtype, ntasks: int, blocking: dict | None = Non
         "kc": kc,
         "nc": min(max(nr, blk["nc"] // nr * nr), _ceil(N, nr)),
         # skinny: kb rows of B (N wide) kept in L2 while all rows of A use them (~256 KiB)
-        "skinny_kb": max(4, (256 * 1024) // max(1, N * np.dtype(dtype).itemsize) // 4 * 4) if skinny else 0,
+        "skinny_kb": max(8, (256 * 1024) // max(1, N * np.dtype(dtype).itemsize) // 8 * 8) if skinny else 0,
         "mr": mr,
         "nr": nr,
     }
@@ -297,7 +317,11 @@ def workspace(dtype, ntasks: int, a_elems: int, b_elems: int, mr: int, nr: int):
         Bp = aligned_empty(ntasks * b_pad, dtype).reshape(ntasks, b_pad)
         tmp = np.zeros((ntasks, mr, nr), dtype=dtype)
         ws = _WORKSPACE[key] = (Ap, Bp, tmp)
+        _PLANS.clear()  # cached plans hold the old (smaller) buffers
     return ws
+
+
+_PLANS: dict = {}
 
 
 def gemm_packed(A, B, C, threads: int = 1, blocking: dict | None = None) -> None:
@@ -309,11 +333,18 @@ def gemm_packed(A, B, C, threads: int = 1, blocking: dict | None = None) -> None
     if K == 0:
         C[:] = 0
         return
-    pl = plan(M, N, K, A.dtype, max(1, int(threads)), blocking)
-    ntasks = pl["tasks"].shape[0]
-    Ap, Bp, tmp = workspace(A.dtype, ntasks, pl["mc"] * pl["kc"], pl["kc"] * pl["nc"], pl["mr"], pl["nr"])
-    fn = gemm_tasks_parallel if ntasks > 1 else gemm_tasks_serial
-    fn(A, B, C, pl["tasks"], Ap, Bp, tmp, pl["mc"], pl["kc"], pl["nc"], pl["skinny_kb"])
+    key = (M, N, K, A.dtype.char, threads, None if blocking is None else tuple(sorted(blocking.items())))
+    args = _PLANS.get(key)
+    if args is None:  # plan and buffers once per shape: a call costs one numba dispatch (~us)
+        pl = plan(M, N, K, A.dtype, max(1, int(threads)), blocking)
+        ntasks = pl["tasks"].shape[0]
+        Ap, Bp, tmp = workspace(A.dtype, ntasks, pl["mc"] * pl["kc"], pl["kc"] * pl["nc"], pl["mr"], pl["nr"])
+        fn = gemm_tasks_parallel if ntasks > 1 else gemm_tasks_serial
+        args = (fn, pl["tasks"], Ap, Bp, tmp, pl["mc"], pl["kc"], pl["nc"], pl["skinny_kb"])
+        if len(_PLANS) > 256:
+            _PLANS.clear()
+        _PLANS[key] = args
+    args[0](A, B, C, *args[1:])
 
 
 def gemm_naive_into(A, B, C) -> None:
