@@ -1,0 +1,158 @@
+"""GEMM: rooflab's numba rungs against numpy/BLAS, interleaved in one process (the issue's ratios).
+
+What it measures: for each dtype, shape and thread count, every chosen variant is verified against
+the float64 reference, then all are timed in interleaved rounds (variant A, B, C, A, B, C, ...) so
+a noisy neighbour hits them alike; per variant the median (p20-p80) of the rounds, GFLOP/s, GB/s
+of the minimum bytes, and the ratio of medians to variant 0 (numpy.matmul and its BLAS, named from
+threadpoolctl). Threads are matched: numba.set_num_threads plus threadpoolctl's BLAS limit.
+
+Contention: the load average before/after and, per cell, the CPU time the process got over the
+wall time x threads (1.00 = it had its cores the whole time) are printed beside the figures.
+
+Environment: OMP_WAIT_POLICY=PASSIVE and OPENBLAS_THREAD_TIMEOUT=4 are set unless already set
+(numba-parallel and BLAS thread pools spin-wait against each other otherwise; see
+research/numba-gemm-conv.md section 3). OPENBLAS_CORETYPE, if set, picks OpenBLAS's kernels: the
+kernel architecture that ran is printed.
+
+Run:
+    python scripts/gemm_vs_blas.py                                  # n=2048 FP32+FP64, 1 and 2 threads
+    python scripts/gemm_vs_blas.py --shapes 1x768x3072 --variants 05  # GPT-2 decode GEMV (GB/s)
+    python scripts/gemm_vs_blas.py --shapes 512,1024 --dtypes float32 --threads 1 --runs 9 --json out.json
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import resource  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+
+def parse_shape(text: str) -> dict:
+    parts = [int(x) for x in text.lower().split("x")]
+    if len(parts) == 1:
+        parts *= 3
+    if len(parts) != 3:
+        raise SystemExit(f"shape {text!r}: give n or MxNxK")
+    return {"M": parts[0], "N": parts[1], "K": parts[2]}
+
+
+def cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def measure(variants, shape, dtype, threads, runs, sample_s):
+    from rooflab import verify
+    from rooflab.threads import use_threads
+
+    v0 = variants[0]
+    ins = v0.inputs(shape, dtype, seed=1)
+    expected = v0.reference(*ins)
+    work1 = v0.work(*ins)
+    out = {}
+    with use_threads(threads):
+        reps = {}
+        for v in variants:  # verify (this call also compiles), then size the samples
+            got = v.kernel(*ins, threads=threads)
+            out[v.name] = {"verification": verify.check(got, expected, dtype=dtype, what=v.name)}
+            t0 = time.perf_counter()
+            v.kernel(*ins, threads=threads)
+            reps[v.name] = max(1, int(sample_s / max(time.perf_counter() - t0, 1e-7)))
+        del expected, got
+        times = {v.name: [] for v in variants}
+        wall0, cpu0 = time.perf_counter(), cpu_seconds()
+        for _ in range(runs):
+            for v in variants:
+                r = reps[v.name]
+                t0 = time.perf_counter()
+                v.kernel(*ins, reps=r, threads=threads)
+                times[v.name].append((time.perf_counter() - t0) / r)
+        share = (cpu_seconds() - cpu0) / ((time.perf_counter() - wall0) * threads)
+    base = float(np.median(times[v0.name]))
+    for v in variants:
+        t = np.array(times[v.name])
+        med = float(np.median(t))
+        out[v.name].update(
+            median_s=med,
+            p20_s=float(np.percentile(t, 20)),
+            p80_s=float(np.percentile(t, 80)),
+            gflops=work1.flops / med / 1e9,
+            gbps=work1.bytes / med / 1e9,
+            ratio=base / med,
+            reps=reps[v.name],
+            samples_s=t.tolist(),
+        )
+    return out, share
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", default="2048", help="comma list of n or MxNxK (default 2048)")
+    ap.add_argument("--dtypes", default="float32,float64")
+    ap.add_argument("--threads", default="1,2", help="comma list of thread counts (default 1,2)")
+    ap.add_argument("--variants", default="04,05", help="rung numbers compared with 00 (default 04,05)")
+    ap.add_argument("--runs", type=int, default=7, help="interleaved rounds; medians over them (default 7)")
+    ap.add_argument("--sample", type=float, default=0.05, help="seconds per timed sample (default 0.05)")
+    ap.add_argument("--json", help="write every figure and sample here")
+    args = ap.parse_args(argv)
+
+    import numba
+    from rooflab.kernels.cpu import simd
+    from threadpoolctl import threadpool_info
+
+    import rooflab
+    from rooflab.families.gemm.cpu import blas_info, blas_name
+    from rooflab.threads import check_threads
+
+    numbers = [0] + [int(x) for x in args.variants.split(",") if x.strip() and int(x) != 0]
+    names = {v.number: v for v in rooflab.list_variants(family="gemm", device="cpu")}
+    variants = [names[n] for n in numbers]
+    threads = [check_threads(int(t)) for t in args.threads.split(",")]
+    env = {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT", "OPENBLAS_CORETYPE")}
+    header = {
+        "blas": blas_info(),
+        "simd": simd.describe(),
+        "numba": numba.__version__,
+        "env": env,
+        "load_before": os.getloadavg(),
+        "command": "python scripts/gemm_vs_blas.py " + " ".join(argv if argv is not None else os.sys.argv[1:]),
+    }
+    print(f"BLAS: {blas_name()}   numba {numba.__version__}, {simd.describe()}")
+    print("env: " + "  ".join(f"{k}={v}" for k, v in env.items()) + f"   load average {os.getloadavg()[0]:.2f}")
+    rows = []
+    for dtype in args.dtypes.split(","):
+        for text in args.shapes.split(","):
+            shape = parse_shape(text)
+            for t in threads:
+                res, share = measure(variants, shape, dtype, t, args.runs, args.sample)
+                label = f"{shape['M']}x{shape['N']}x{shape['K']}"
+                for v in variants:
+                    r = res[v.name]
+                    rows.append(
+                        {"dtype": dtype, "shape": shape, "threads": t, "variant": v.name, "cpu_share": share, **r}
+                    )
+                    print(
+                        f"{dtype:8s} {label:>15s} {t}T  {v.name:28s} {r['gflops']:8.1f} GFLOP/s {r['gbps']:7.1f} GB/s"
+                        f"  {100 * r['ratio']:6.1f} % of 00   p20-p80 {r['p20_s'] / r['median_s']:.2f}-"
+                        f"{r['p80_s'] / r['median_s']:.2f}   cpu share {share:.2f}",
+                        flush=True,
+                    )
+    header["load_after"] = os.getloadavg()
+    header["blas_after"] = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    print(f"load average after: {header['load_after'][0]:.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"header": header, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
