@@ -48,10 +48,22 @@ def test_registry_has_both_rungs_of_every_op_with_its_model_kind():
     assert "elementwise" in rooflab.list_families("cpu") and "chase" in rooflab.list_families("cpu")
 
 
+@pytest.fixture
+def paths(monkeypatch):
+    """At > 1 thread, the parallel entry points even for small arrays (1 thread: the serial ones)."""
+
+    def use(threads):
+        if threads > 1:
+            monkeypatch.setattr(K, "SERIAL_BELOW", 0)
+
+    return use
+
+
 @pytest.mark.parametrize("kind", OPS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("threads", THREADS)
-def test_op_variants_match_reference(kind, dtype, threads):
+def test_op_variants_match_reference(kind, dtype, threads, paths):
+    paths(threads)
     for v in variants(kind):
         for size in SIZES[kind]:
             for params in [{}, {"layout": "NHWC"}] if kind == "batchnorm" else [{}]:
@@ -63,7 +75,8 @@ def test_op_variants_match_reference(kind, dtype, threads):
 
 @pytest.mark.parametrize("kind", ["softmax", "layernorm"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_long_rows_take_the_online_path_and_still_match(kind, dtype):
+def test_long_rows_take_the_online_path_and_still_match(kind, dtype, paths):
+    paths(max_threads())
     """block < cols forces the segmented path (online max/sum, Chan's merge); a later segment
     holds the row maximum, so a missing rescale would show."""
     v = rooflab.get_variant(f"cpu.elementwise.{kind}.01-numba")
@@ -77,7 +90,8 @@ def test_long_rows_take_the_online_path_and_still_match(kind, dtype):
 @pytest.mark.parametrize("chain", F.CHAINS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("threads", THREADS)
-def test_chain_variants_match_reference(chain, dtype, threads):
+def test_chain_variants_match_reference(chain, dtype, threads, paths):
+    paths(threads)
     size = {"rows": 5, "cols": 37} if chain == "bias_gelu_add" else {"N": 2, "C": 3, "H": 5, "W": 7}
     vs = variants(chain)
     assert [v.number for v in vs] == [0, 1, 2]
@@ -92,6 +106,23 @@ def test_tiny_chain_variants_agree_with_the_op_sequence(n_ops):
         rec = measure(v, {"numel": 8}, np.float64, 1, {"n_ops": n_ops})
         assert rec["status"] == "ok", (v.name, rec.get("error"))
         assert rec["work"]["launches"] == rec["reps"] * (n_ops if v.number == 0 else 1)
+
+
+def test_small_arrays_or_one_thread_skip_the_parallel_region(monkeypatch):
+    """Below SERIAL_BELOW elements (or at 1 thread) the serial twin runs: waking the pool costs
+    2-20 us, more than the work."""
+
+    def no_pool(*args):
+        raise AssertionError("parallel region entered")
+
+    monkeypatch.setattr(K, "gelu", no_pool)
+    v = rooflab.get_variant("cpu.elementwise.gelu.01-numba")
+    x, out = v.inputs({"numel": K.SERIAL_BELOW - 1})
+    v(x, out, threads=2)
+    x, out = v.inputs({"numel": K.SERIAL_BELOW})
+    v(x, out, threads=1)
+    with pytest.raises(AssertionError, match="parallel region entered"):
+        v(x, out, threads=2)
 
 
 def test_public_call_on_user_arrays_of_any_shape():
@@ -308,6 +339,7 @@ def _fresh_asm(pyfunc, *args):
     return k.overloads[k.signatures[0]].library.get_asm_str()
 
 
+@pytest.mark.slow  # compiles fresh (uncached) copies of two parallel kernels
 @pytest.mark.skipif(not clock.SUPPORTED, reason="x86-64 assembly checks")
 def test_gelu_and_softmax_exp_is_vectorized_not_a_libm_call():
     x = np.linspace(-4, 4, 4096, dtype=np.float32)

@@ -159,7 +159,20 @@ def _rows(rows, t, nchunks):
     return rows * t // nchunks, rows * (t + 1) // nchunks
 
 
-# ---- flat elementwise ops: one chunk per thread, reps inside --------------------------------------
+# ---- flat elementwise ops: one chunk per thread, reps inside ----------------------------------------
+# Each op is a body (inlined) and two entry points: ``op`` (one parallel region, a cache-line
+# aligned chunk per thread) and ``op_serial`` (no parallel region: arrays below SERIAL_BELOW
+# elements, or 1 thread, where waking the pool costs more than the work; PyTorch's grain size is
+# the same 32k elements).
+
+SERIAL_BELOW = 1 << 15
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _add_body(o, x, y, reps):
+    for _ in range(reps):
+        for i in range(o.size):
+            o[i] = x[i] + y[i]
 
 
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
@@ -168,10 +181,19 @@ def add(out, a, b, reps, nchunks):
     n = out.size
     for t in prange(nchunks):
         lo, hi = _chunk(n, t, nchunks)
-        o, x, y = out[lo:hi], a[lo:hi], b[lo:hi]
-        for _ in range(reps):
-            for i in range(o.size):
-                o[i] = x[i] + y[i]
+        _add_body(out[lo:hi], a[lo:hi], b[lo:hi], reps)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def add_serial(out, a, b, reps):
+    _add_body(out, a, b, reps)
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _scale_body(o, a, s, reps):
+    for _ in range(reps):
+        for i in range(o.size):
+            o[i] = s * a[i]
 
 
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
@@ -180,10 +202,20 @@ def scale(out, x, s, reps, nchunks):
     n = out.size
     for t in prange(nchunks):
         lo, hi = _chunk(n, t, nchunks)
-        o, a = out[lo:hi], x[lo:hi]
-        for _ in range(reps):
-            for i in range(o.size):
-                o[i] = s * a[i]
+        _scale_body(out[lo:hi], x[lo:hi], s, reps)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def scale_serial(out, x, s, reps):
+    _scale_body(out, x, s, reps)
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _relu_body(o, a, reps):
+    zero = a.dtype.type(0)
+    for _ in range(reps):
+        for i in range(o.size):
+            o[i] = _fmax(a[i], zero)
 
 
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
@@ -192,11 +224,22 @@ def relu(out, x, reps, nchunks):
     n = out.size
     for t in prange(nchunks):
         lo, hi = _chunk(n, t, nchunks)
-        o, a = out[lo:hi], x[lo:hi]
-        zero = a.dtype.type(0)
-        for _ in range(reps):
-            for i in range(o.size):
-                o[i] = _fmax(a[i], zero)
+        _relu_body(out[lo:hi], x[lo:hi], reps)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def relu_serial(out, x, reps):
+    _relu_body(out, x, reps)
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _gelu_body(o, a, reps):
+    c0 = a.dtype.type(2.0 * 0.7978845608028654)
+    c1 = a.dtype.type(0.044715)
+    one = a.dtype.type(1.0)
+    for _ in range(reps):
+        for i in range(o.size):
+            o[i] = _gelu(a[i], c0, c1, one)
 
 
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
@@ -205,47 +248,66 @@ def gelu(out, x, reps, nchunks):
     n = out.size
     for t in prange(nchunks):
         lo, hi = _chunk(n, t, nchunks)
-        o, a = out[lo:hi], x[lo:hi]
-        c0 = a.dtype.type(2.0 * 0.7978845608028654)
-        c1 = a.dtype.type(0.044715)
-        one = a.dtype.type(1.0)
-        for _ in range(reps):
-            for i in range(o.size):
-                o[i] = _gelu(a[i], c0, c1, one)
+        _gelu_body(out[lo:hi], x[lo:hi], reps)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def gelu_serial(out, x, reps):
+    _gelu_body(out, x, reps)
 
 
 # ---- channel-wise: batch norm (inference) in both layouts -----------------------------------------
+# Row-shaped kernels take [lo, hi) of their rows (planes, pixels, rows); ``op`` splits the rows
+# over threads, ``op_serial`` takes them all.
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _bn_planes(out, x, scale, shift, lo, hi, reps):
+    C = scale.size
+    for _ in range(reps):
+        for p in range(lo, hi):
+            s = scale[p % C]
+            b = shift[p % C]
+            xr = x[p]
+            yr = out[p]
+            for i in range(xr.size):
+                yr[i] = xr[i] * s + b
 
 
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
 def batchnorm_nchw(out, x, scale, shift, reps, nchunks):
     """x, out: (N*C, H*W) planes; plane p has channel p % C: one scalar FMA pair per plane."""
-    planes = x.shape[0]
-    C = scale.size
     for t in prange(nchunks):
-        lo, hi = _rows(planes, t, nchunks)
-        for _ in range(reps):
-            for p in range(lo, hi):
-                s = scale[p % C]
-                b = shift[p % C]
-                xr = x[p]
-                yr = out[p]
-                for i in range(xr.size):
-                    yr[i] = xr[i] * s + b
+        lo, hi = _rows(x.shape[0], t, nchunks)
+        _bn_planes(out, x, scale, shift, lo, hi, reps)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def batchnorm_nchw_serial(out, x, scale, shift, reps):
+    _bn_planes(out, x, scale, shift, 0, x.shape[0], reps)
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _bn_pixels(out, x, scale, shift, lo, hi, reps):
+    for _ in range(reps):
+        for p in range(lo, hi):
+            xr = x[p]
+            yr = out[p]
+            for c in range(xr.size):
+                yr[c] = xr[c] * scale[c] + shift[c]
 
 
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
 def batchnorm_nhwc(out, x, scale, shift, reps, nchunks):
     """x, out: (N*H*W, C) pixels; the inner loop runs over C with scale/shift vectors (L1-resident)."""
-    pixels = x.shape[0]
     for t in prange(nchunks):
-        lo, hi = _rows(pixels, t, nchunks)
-        for _ in range(reps):
-            for p in range(lo, hi):
-                xr = x[p]
-                yr = out[p]
-                for c in range(xr.size):
-                    yr[c] = xr[c] * scale[c] + shift[c]
+        lo, hi = _rows(x.shape[0], t, nchunks)
+        _bn_pixels(out, x, scale, shift, lo, hi, reps)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def batchnorm_nhwc_serial(out, x, scale, shift, reps):
+    _bn_pixels(out, x, scale, shift, 0, x.shape[0], reps)
 
 
 # ---- row ops: softmax and layer norm --------------------------------------------------------------
@@ -312,15 +374,24 @@ def _softmax_row(y, x, block):
     _exp_scale(y, x, M, one / S)
 
 
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _softmax_rows(out, x, lo, hi, reps, block):
+    for _ in range(reps):
+        for r in range(lo, hi):
+            _softmax_row(out[r], x[r], block)
+
+
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
 def softmax(out, x, reps, nchunks, block):
     """Row softmax of a 2-D array (rows split over threads)."""
-    rows = x.shape[0]
     for t in prange(nchunks):
-        lo, hi = _rows(rows, t, nchunks)
-        for _ in range(reps):
-            for r in range(lo, hi):
-                _softmax_row(out[r], x[r], block)
+        lo, hi = _rows(x.shape[0], t, nchunks)
+        _softmax_rows(out, x, lo, hi, reps, block)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def softmax_serial(out, x, reps, block):
+    _softmax_rows(out, x, 0, x.shape[0], reps, block)
 
 
 @njit(fastmath=FM_SUM, error_model="numpy")
@@ -372,69 +443,105 @@ def _layernorm_row(y, x, g, b, eps, block):
     _normalize(y, x, mu, one / np.sqrt(var + eps), g, b)
 
 
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _layernorm_rows(out, x, gamma, beta, eps, lo, hi, reps, block):
+    for _ in range(reps):
+        for r in range(lo, hi):
+            _layernorm_row(out[r], x[r], gamma, beta, eps, block)
+
+
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
 def layernorm(out, x, gamma, beta, eps, reps, nchunks, block):
     """Row layer norm of a 2-D array: (x - mean) / sqrt(var + eps) * gamma + beta."""
-    rows = x.shape[0]
     for t in prange(nchunks):
-        lo, hi = _rows(rows, t, nchunks)
-        for _ in range(reps):
-            for r in range(lo, hi):
-                _layernorm_row(out[r], x[r], gamma, beta, eps, block)
+        lo, hi = _rows(x.shape[0], t, nchunks)
+        _layernorm_rows(out, x, gamma, beta, eps, lo, hi, reps, block)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def layernorm_serial(out, x, gamma, beta, eps, reps, block):
+    _layernorm_rows(out, x, gamma, beta, eps, 0, x.shape[0], reps, block)
 
 
 # ---- the two fused chains, and the bias add their unfused versions need ---------------------------
 
 
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _bias_rows(out, x, bias, lo, hi, reps):
+    for _ in range(reps):
+        for r in range(lo, hi):
+            xr = x[r]
+            yr = out[r]
+            for c in range(xr.size):
+                yr[c] = xr[c] + bias[c]
+
+
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
 def bias_rows(out, x, bias, reps, nchunks):
     """out[r, :] = x[r, :] + bias (the first op of the unfused MLP chain)."""
-    rows = x.shape[0]
     for t in prange(nchunks):
-        lo, hi = _rows(rows, t, nchunks)
-        for _ in range(reps):
-            for r in range(lo, hi):
-                xr = x[r]
-                yr = out[r]
-                for c in range(xr.size):
-                    yr[c] = xr[c] + bias[c]
+        lo, hi = _rows(x.shape[0], t, nchunks)
+        _bias_rows(out, x, bias, lo, hi, reps)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def bias_rows_serial(out, x, bias, reps):
+    _bias_rows(out, x, bias, 0, x.shape[0], reps)
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _bias_gelu_add_rows(out, x, bias, res, lo, hi, reps):
+    c0 = x.dtype.type(2.0 * 0.7978845608028654)
+    c1 = x.dtype.type(0.044715)
+    one = x.dtype.type(1.0)
+    for _ in range(reps):
+        for r in range(lo, hi):
+            xr = x[r]
+            rr = res[r]
+            yr = out[r]
+            for c in range(xr.size):
+                yr[c] = _gelu(xr[c] + bias[c], c0, c1, one) + rr[c]
 
 
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
 def bias_gelu_add(out, x, bias, res, reps, nchunks):
     """Transformer MLP chain in one pass: out = gelu(x + bias) + res; (rows, cols) arrays."""
-    rows = x.shape[0]
     for t in prange(nchunks):
-        lo, hi = _rows(rows, t, nchunks)
-        c0 = x.dtype.type(2.0 * 0.7978845608028654)
-        c1 = x.dtype.type(0.044715)
-        one = x.dtype.type(1.0)
-        for _ in range(reps):
-            for r in range(lo, hi):
-                xr = x[r]
-                rr = res[r]
-                yr = out[r]
-                for c in range(xr.size):
-                    yr[c] = _gelu(xr[c] + bias[c], c0, c1, one) + rr[c]
+        lo, hi = _rows(x.shape[0], t, nchunks)
+        _bias_gelu_add_rows(out, x, bias, res, lo, hi, reps)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def bias_gelu_add_serial(out, x, bias, res, reps):
+    _bias_gelu_add_rows(out, x, bias, res, 0, x.shape[0], reps)
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _bn_relu_add_planes(out, x, scale, shift, res, lo, hi, reps):
+    C = scale.size
+    zero = x.dtype.type(0)
+    for _ in range(reps):
+        for p in range(lo, hi):
+            s = scale[p % C]
+            b = shift[p % C]
+            xr = x[p]
+            rr = res[p]
+            yr = out[p]
+            for i in range(xr.size):
+                yr[i] = _fmax(xr[i] * s + b, zero) + rr[i]
 
 
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
 def bn_relu_add_nchw(out, x, scale, shift, res, reps, nchunks):
     """ResNet block tail in one pass: out = relu(x * scale[c] + shift[c]) + res; (N*C, H*W) planes."""
-    planes = x.shape[0]
-    C = scale.size
     for t in prange(nchunks):
-        lo, hi = _rows(planes, t, nchunks)
-        zero = x.dtype.type(0)
-        for _ in range(reps):
-            for p in range(lo, hi):
-                s = scale[p % C]
-                b = shift[p % C]
-                xr = x[p]
-                rr = res[p]
-                yr = out[p]
-                for i in range(xr.size):
-                    yr[i] = _fmax(xr[i] * s + b, zero) + rr[i]
+        lo, hi = _rows(x.shape[0], t, nchunks)
+        _bn_relu_add_planes(out, x, scale, shift, res, lo, hi, reps)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def bn_relu_add_nchw_serial(out, x, scale, shift, res, reps):
+    _bn_relu_add_planes(out, x, scale, shift, res, 0, x.shape[0], reps)
 
 
 # ---- the latency floor: a chain of tiny ops in one call -------------------------------------------

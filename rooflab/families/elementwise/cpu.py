@@ -4,7 +4,8 @@ rooflab/models/execute.py) and numba single-pass kernels (kernels/cpu/elementwis
   cpu.elementwise.<op>.00-numpy             the ufunc sequence frameworks run, one pass per ufunc:
                                             gelu 9, softmax 5, layernorm 9, batchnorm 2 passes
   cpu.elementwise.<op>.01-numba             one parallel region, one pass over DRAM (row ops: the
-                                            row stays in cache between sweeps)
+                                            row stays in cache between sweeps); below 32k elements
+                                            or at 1 thread a serial twin (no pool wake-up)
   cpu.elementwise.<chain>.00-numpy-unfused  numpy op by op, the intermediate in memory
   cpu.elementwise.<chain>.01-numba-unfused  rooflab's own kernel per op, the intermediate in memory
   cpu.elementwise.<chain>.02-numba-fused    one kernel for the chain
@@ -50,6 +51,16 @@ def _threads(threads):
 
 def _flat(a):
     return a.reshape(-1)
+
+
+def _planes(a):
+    """(N*C, rest) view of an NCHW-like array."""
+    return a.reshape(a.shape[0] * a.shape[1], -1)
+
+
+def _par(nthreads: int, n: int) -> bool:
+    """The parallel entry point for >1 thread and >= SERIAL_BELOW elements, else the serial one."""
+    return nthreads > 1 and n >= K.SERIAL_BELOW
 
 
 def _no_overlap(name, target, what="out", **inputs):
@@ -173,43 +184,59 @@ def nb_op(kind, name):
     def add(a, b, out, reps=1, threads=None):
         check_arrays(name, {"a": a, "b": b, "out": out}, contiguous=True)
         check_same_shape(name, {"a": a, "b": b, "out": out})
-        K.add(_flat(out), _flat(a), _flat(b), int(reps), _threads(threads))
+        o, x, y, nt = _flat(out), _flat(a), _flat(b), _threads(threads)
+        K.add(o, x, y, int(reps), nt) if _par(nt, o.size) else K.add_serial(o, x, y, int(reps))
         return out
 
     def scale(x, out, s=SCALE_S, reps=1, threads=None):
         check_arrays(name, {"x": x, "out": out}, contiguous=True)
         check_same_shape(name, {"x": x, "out": out})
-        K.scale(_flat(out), _flat(x), x.dtype.type(s), int(reps), _threads(threads))
+        o, a, c, nt = _flat(out), _flat(x), x.dtype.type(s), _threads(threads)
+        K.scale(o, a, c, int(reps), nt) if _par(nt, o.size) else K.scale_serial(o, a, c, int(reps))
         return out
 
     def relu(x, out, reps=1, threads=None):
         check_arrays(name, {"x": x, "out": out}, contiguous=True)
         check_same_shape(name, {"x": x, "out": out})
-        K.relu(_flat(out), _flat(x), int(reps), _threads(threads))
+        o, a, nt = _flat(out), _flat(x), _threads(threads)
+        K.relu(o, a, int(reps), nt) if _par(nt, o.size) else K.relu_serial(o, a, int(reps))
         return out
 
     def gelu(x, out, reps=1, threads=None):
         check_arrays(name, {"x": x, "out": out}, contiguous=True)
         check_same_shape(name, {"x": x, "out": out})
-        K.gelu(_flat(out), _flat(x), int(reps), _threads(threads))
+        o, a, nt = _flat(out), _flat(x), _threads(threads)
+        K.gelu(o, a, int(reps), nt) if _par(nt, o.size) else K.gelu_serial(o, a, int(reps))
         return out
 
     def batchnorm(x, scale, shift, out, layout="NCHW", reps=1, threads=None):
         check_arrays(name, {"x": x, "scale": scale, "shift": shift, "out": out}, contiguous=True)
         check_same_shape(name, {"x": x, "out": out})
         _bn_views(name, x, scale, shift, layout)
+        nt = _threads(threads)
+        par = _par(nt, x.size)
         if layout == "NCHW":  # (N*C, rest) planes
-            x2, y2 = x.reshape(x.shape[0] * x.shape[1], -1), out.reshape(x.shape[0] * x.shape[1], -1)
-            K.batchnorm_nchw(y2, x2, scale, shift, int(reps), _threads(threads))
+            x2, y2 = _planes(x), _planes(out)
+            if par:
+                K.batchnorm_nchw(y2, x2, scale, shift, int(reps), nt)
+            else:
+                K.batchnorm_nchw_serial(y2, x2, scale, shift, int(reps))
         else:  # (pixels, C)
             x2, y2 = x.reshape(-1, x.shape[-1]), out.reshape(-1, x.shape[-1])
-            K.batchnorm_nhwc(y2, x2, scale, shift, int(reps), _threads(threads))
+            if par:
+                K.batchnorm_nhwc(y2, x2, scale, shift, int(reps), nt)
+            else:
+                K.batchnorm_nhwc_serial(y2, x2, scale, shift, int(reps))
         return out
 
     def softmax(x, out, block=K.BLOCK, reps=1, threads=None):
         check_arrays(name, {"x": x, "out": out}, contiguous=True)
         check_same_shape(name, {"x": x, "out": out})
-        K.softmax(row_view(name, out), row_view(name, x), int(reps), _threads(threads), int(block))
+        y2, x2, nt = row_view(name, out), row_view(name, x), _threads(threads)
+        if _par(nt, x.size):
+            K.softmax(y2, x2, int(reps), nt, int(block))
+        else:
+            K.softmax_serial(y2, x2, int(reps), int(block))
         return out
 
     def layernorm(x, gamma, beta, out, eps=LN_EPS, block=K.BLOCK, reps=1, threads=None):
@@ -218,7 +245,11 @@ def nb_op(kind, name):
         x2 = row_view(name, x)
         check_vector(name, "gamma", gamma, x.shape[-1], "the last axis of x")
         check_vector(name, "beta", beta, x.shape[-1], "the last axis of x")
-        K.layernorm(row_view(name, out), x2, gamma, beta, x.dtype.type(eps), int(reps), _threads(threads), int(block))
+        y2, e, nt = row_view(name, out), x.dtype.type(eps), _threads(threads)
+        if _par(nt, x.size):
+            K.layernorm(y2, x2, gamma, beta, e, int(reps), nt, int(block))
+        else:
+            K.layernorm_serial(y2, x2, gamma, beta, e, int(reps), int(block))
         return out
 
     return locals()[kind]
@@ -318,22 +349,29 @@ def bias_gelu_add_unfused(x, bias, res, tmp, out, reps=1, threads=None):
     _check_chain(name, "bias_gelu_add", {"x": x, "bias": bias, "res": res, "tmp": tmp, "out": out}, True)
     nt = _threads(threads)
     x2, t2 = row_view(name, x), row_view(name, tmp)
-    for _ in range(int(reps)):
-        K.bias_rows(t2, x2, bias, 1, nt)
-        K.gelu(_flat(tmp), _flat(tmp), 1, nt)
-        K.add(_flat(out), _flat(tmp), _flat(res), 1, nt)
+    t1, o1, r1 = _flat(tmp), _flat(out), _flat(res)
+    if _par(nt, x.size):
+        for _ in range(int(reps)):
+            K.bias_rows(t2, x2, bias, 1, nt)
+            K.gelu(t1, t1, 1, nt)
+            K.add(o1, t1, r1, 1, nt)
+    else:
+        for _ in range(int(reps)):
+            K.bias_rows_serial(t2, x2, bias, 1)
+            K.gelu_serial(t1, t1, 1)
+            K.add_serial(o1, t1, r1, 1)
     return out
 
 
 def bias_gelu_add_fused(x, bias, res, out, reps=1, threads=None):
     name = "cpu.elementwise.bias_gelu_add.02-numba-fused"
     _check_chain(name, "bias_gelu_add", {"x": x, "bias": bias, "res": res, "out": out}, True)
-    K.bias_gelu_add(row_view(name, out), row_view(name, x), bias, row_view(name, res), int(reps), _threads(threads))
+    y2, x2, r2, nt = row_view(name, out), row_view(name, x), row_view(name, res), _threads(threads)
+    if _par(nt, x.size):
+        K.bias_gelu_add(y2, x2, bias, r2, int(reps), nt)
+    else:
+        K.bias_gelu_add_serial(y2, x2, bias, r2, int(reps))
     return out
-
-
-def _planes(a):
-    return a.reshape(a.shape[0] * a.shape[1], -1)
 
 
 def bn_relu_add_numpy(x, scale, shift, res, tmp, out, reps=1, threads=None):
@@ -354,17 +392,28 @@ def bn_relu_add_unfused(x, scale, shift, res, tmp, out, reps=1, threads=None):
     arrays = {"x": x, "scale": scale, "shift": shift, "res": res, "tmp": tmp, "out": out}
     _check_chain(name, "bn_relu_add", arrays, True)
     nt = _threads(threads)
-    for _ in range(int(reps)):
-        K.batchnorm_nchw(_planes(tmp), _planes(x), scale, shift, 1, nt)
-        K.relu(_flat(tmp), _flat(tmp), 1, nt)
-        K.add(_flat(out), _flat(tmp), _flat(res), 1, nt)
+    t2, x2, t1, o1, r1 = _planes(tmp), _planes(x), _flat(tmp), _flat(out), _flat(res)
+    if _par(nt, x.size):
+        for _ in range(int(reps)):
+            K.batchnorm_nchw(t2, x2, scale, shift, 1, nt)
+            K.relu(t1, t1, 1, nt)
+            K.add(o1, t1, r1, 1, nt)
+    else:
+        for _ in range(int(reps)):
+            K.batchnorm_nchw_serial(t2, x2, scale, shift, 1)
+            K.relu_serial(t1, t1, 1)
+            K.add_serial(o1, t1, r1, 1)
     return out
 
 
 def bn_relu_add_fused(x, scale, shift, res, out, reps=1, threads=None):
     name = "cpu.elementwise.bn_relu_add.02-numba-fused"
     _check_chain(name, "bn_relu_add", {"x": x, "scale": scale, "shift": shift, "res": res, "out": out}, True)
-    K.bn_relu_add_nchw(_planes(out), _planes(x), scale, shift, _planes(res), int(reps), _threads(threads))
+    y2, x2, r2, nt = _planes(out), _planes(x), _planes(res), _threads(threads)
+    if _par(nt, x.size):
+        K.bn_relu_add_nchw(y2, x2, scale, shift, r2, int(reps), nt)
+    else:
+        K.bn_relu_add_nchw_serial(y2, x2, scale, shift, r2, int(reps))
     return out
 
 
