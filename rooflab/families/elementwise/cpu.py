@@ -470,24 +470,36 @@ def _check_tiny(name, x, out, n_ops):
         raise RooflabError(f"{name}: n_ops={n_ops} must be at least 1")
 
 
-def tiny_chain_numpy(x, out, n_ops=1, reps=1, threads=None):
-    _check_tiny("cpu.elementwise.tiny_chain.00-numpy-op-by-op", x, out, n_ops)
+def tiny_chain_step(x, out, n_ops: int, fused: bool):
+    """One unchecked run of the chain (what the variants repeat, and what tests/micro times):
+    numpy: N ufunc calls, the first reading x, the others out in place; fused: one @njit call."""
+    if fused:
+        fn = K.chain_fused
+        return lambda: fn(out, x, n_ops)
     plan = [
-        (getattr(np, CHAIN_OPS[k % 4]), x if k == 0 else out, x.dtype.type(CHAIN_CONSTS[k % 4]))
-        for k in range(int(n_ops))
+        (getattr(np, CHAIN_OPS[k % 4]), x if k == 0 else out, x.dtype.type(CHAIN_CONSTS[k % 4])) for k in range(n_ops)
     ]
-    for _ in range(int(reps)):
+
+    def step():
         for f, src, c in plan:
             f(src, c, out=out)
+
+    return step
+
+
+def tiny_chain_numpy(x, out, n_ops=1, reps=1, threads=None):
+    _check_tiny("cpu.elementwise.tiny_chain.00-numpy-op-by-op", x, out, n_ops)
+    step = tiny_chain_step(x, out, int(n_ops), False)
+    for _ in range(int(reps)):
+        step()
     return out
 
 
 def tiny_chain_fused(x, out, n_ops=1, reps=1, threads=None):
     _check_tiny("cpu.elementwise.tiny_chain.01-numba-fused", x, out, n_ops)
-    n_ops = int(n_ops)
-    fn = K.chain_fused
+    step = tiny_chain_step(x, out, int(n_ops), True)
     for _ in range(int(reps)):
-        fn(out, x, n_ops)
+        step()
     return out
 
 
