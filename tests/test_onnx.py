@@ -34,6 +34,7 @@ def test_onnx_graph_maps_to_ops_and_lists_unsupported():
         "relu": "relu",
         "add": "add",
         "gap": "avgpool",
+        "flatten": "reshape",
         "fc": "gemm",
         "softmax": "softmax",
     }
@@ -41,7 +42,9 @@ def test_onnx_graph_maps_to_ops_and_lists_unsupported():
     assert conv["shape"]["P"] == 16 and opsmod.flops(conv) == 2 * 8 * 16 * 16 * 3 * 9
     fc = next(o for o in ops if o["name"] == "fc")
     assert (fc["shape"]["M"], fc["shape"]["N"], fc["shape"]["K"]) == (1, 10, 8)
-    assert unsupported == [{"op": "flatten", "error": "unsupported ONNX op Flatten"}]
+    assert unsupported == []
+    flat = next(o for o in ops if o["name"] == "flatten")
+    assert opsmod.flops(flat) == 0 and opsmod.min_bytes(flat) == 0  # a view: data movement, no copy
 
 
 @pytest.mark.slow
@@ -54,5 +57,191 @@ def test_place_command_on_onnx(tmp_path, capsys):
     onnx.save(_model(), str(path))
     assert cli.main(["place", str(path), "--out", str(out), "--quick"]) == 0
     text = capsys.readouterr().out
-    assert "skipped: flatten" in text and "conv" in text and "bound" in text
+    assert "skipped" not in text and "flatten" in text and "conv" in text and "bound" in text
     assert list(out.glob("*/rooflab-place-cpu-*.ops.csv"))
+
+
+def _mobilenet_block():
+    """MobileNet-v3-style: stem conv + BN + ReLU6 (Clip), depthwise conv (group) + BN + HardSwish,
+    squeeze-excite (GAP, 1x1 convs, HardSigmoid, channel Mul), pointwise conv + BN, residual Add,
+    head: GAP, Flatten, Gemm, Softmax, Reshape."""
+    f = TensorProto.FLOAT
+    x = helper.make_tensor_value_info("x", f, [1, 3, 32, 32])
+    y = helper.make_tensor_value_info("y", f, [10])
+
+    def w(name, *shape):
+        return numpy_helper.from_array(np.full(shape, 0.01, np.float32), name)
+
+    inits = [w("w1", 16, 3, 3, 3), w("wd", 16, 1, 3, 3), w("wse1", 4, 16, 1, 1), w("wse2", 16, 4, 1, 1)]
+    inits += [w("wp", 16, 16, 1, 1), w("fcw", 10, 16), w("fcb", 10)]
+    inits += [
+        numpy_helper.from_array(np.zeros(1, np.float32), "zero"),
+        numpy_helper.from_array(np.full(1, 6, np.float32), "six"),
+    ]
+    inits.append(numpy_helper.from_array(np.array([10], np.int64), "shape10"))
+    for b in ("bn1", "bn2", "bn3"):
+        inits += [w(f"{b}_{p}", 16) for p in ("s", "b", "m", "v")]
+
+    def bn(name, inp, out):
+        return helper.make_node("BatchNormalization", [inp] + [f"{name}_{p}" for p in "sbmv"], [out], name=name)
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="stem", pads=[1, 1, 1, 1], strides=[2, 2]),
+        bn("bn1", "c1", "b1"),
+        helper.make_node("Clip", ["b1", "zero", "six"], ["r1"], name="relu6"),
+        helper.make_node("Conv", ["r1", "wd"], ["d1"], name="dw", pads=[1, 1, 1, 1], group=16),
+        bn("bn2", "d1", "b2"),
+        helper.make_node("HardSwish", ["b2"], ["h1"], name="hswish"),
+        helper.make_node("GlobalAveragePool", ["h1"], ["se0"], name="se_pool"),
+        helper.make_node("Conv", ["se0", "wse1"], ["se1"], name="se_fc1"),
+        helper.make_node("Relu", ["se1"], ["se2"], name="se_relu"),
+        helper.make_node("Conv", ["se2", "wse2"], ["se3"], name="se_fc2"),
+        helper.make_node("HardSigmoid", ["se3"], ["se4"], name="se_gate"),
+        helper.make_node("Mul", ["h1", "se4"], ["se5"], name="se_scale"),
+        helper.make_node("Conv", ["se5", "wp"], ["p1"], name="pw"),
+        bn("bn3", "p1", "b3"),
+        helper.make_node("Add", ["b3", "r1"], ["res"], name="residual"),
+        helper.make_node("GlobalAveragePool", ["res"], ["gap"], name="gap"),
+        helper.make_node("Flatten", ["gap"], ["flat"], name="flatten"),
+        helper.make_node("Gemm", ["flat", "fcw", "fcb"], ["logits"], name="fc", transB=1),
+        helper.make_node("Softmax", ["logits"], ["prob"], name="softmax", axis=-1),
+        helper.make_node("Reshape", ["prob", "shape10"], ["y"], name="reshape"),
+    ]
+    g = helper.make_graph(nodes, "mobilenet_block", [x], [y], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_mobilenet_style_graph_maps_every_node():
+    ops, unsupported = ops_from_model(_mobilenet_block())
+    assert unsupported == []
+    kinds = {o["name"]: o["kind"] for o in ops}
+    assert kinds == {
+        "stem": "conv2d",
+        "bn1": "batchnorm",
+        "relu6": "relu6",
+        "dw": "conv2d",
+        "bn2": "batchnorm",
+        "hswish": "hardswish",
+        "se_pool": "avgpool",
+        "se_fc1": "conv2d",
+        "se_relu": "relu",
+        "se_fc2": "conv2d",
+        "se_gate": "hardsigmoid",
+        "se_scale": "mul",
+        "pw": "conv2d",
+        "bn3": "batchnorm",
+        "residual": "add",
+        "gap": "avgpool",
+        "flatten": "reshape",
+        "fc": "gemm",
+        "softmax": "softmax",
+        "reshape": "reshape",
+    }
+    by = {o["name"]: o for o in ops}
+    assert by["dw"]["shape"]["groups"] == 16 and by["dw"]["shape"]["P"] == 16
+    n = 16 * 16 * 16
+    assert by["relu6"]["shape"]["numel"] == n and opsmod.min_bytes(by["relu6"]) == 4 * 2 * n
+    se = by["se_scale"]  # a per-channel scale: the (1,16,1,1) operand is read once, 16 elements
+    assert se["shape"]["broadcast_numel"] == 16 and opsmod.min_bytes(se) == 4 * (n + 16 + n)
+    assert opsmod.flops(by["reshape"]) == 0 and opsmod.min_bytes(by["reshape"]) == 0
+    assert all(o["nodes"] == [o["name"]] for o in ops)
+
+
+def _transformer_bits():
+    """PyTorch's export of BERT's erf GELU (two orders of its Muls), SiLU, Sigmoid/Tanh, scalar
+    Div/Sub, a head transpose (B, S, H, D) -> (B, H, S, D), Concat, Squeeze/Unsqueeze."""
+    f = TensorProto.FLOAT
+    x = helper.make_tensor_value_info("x", f, [2, 8, 4, 16])
+    outs = [helper.make_tensor_value_info(n, f, None) for n in ("g1", "g2", "cat", "sq", "t", "sig", "sub")]
+    c = {"sqrt2": np.sqrt(2), "one": 1.0, "half": 0.5, "three": 3.0, "rsqrt2": 1 / np.sqrt(2)}
+    inits = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in c.items()]
+    inits.append(numpy_helper.from_array(np.array([0], np.int64), "ax0"))
+    nodes = [
+        helper.make_node("Div", ["x", "sqrt2"], ["e0"], name="gelu_div"),
+        helper.make_node("Erf", ["e0"], ["e1"], name="gelu_erf"),
+        helper.make_node("Add", ["e1", "one"], ["e2"], name="gelu_add"),
+        helper.make_node("Mul", ["x", "e2"], ["e3"], name="gelu_mul_x"),
+        helper.make_node("Mul", ["e3", "half"], ["g1"], name="gelu_mul_half"),
+        helper.make_node("Mul", ["g1", "rsqrt2"], ["k0"], name="gelu2_mul"),
+        helper.make_node("Erf", ["k0"], ["k1"], name="gelu2_erf"),
+        helper.make_node("Add", ["one", "k1"], ["k2"], name="gelu2_add"),
+        helper.make_node("Mul", ["g1", "half"], ["k3"], name="gelu2_half"),
+        helper.make_node("Mul", ["k3", "k2"], ["g2"], name="gelu2_mul"),
+        helper.make_node("Sigmoid", ["g2"], ["s0"], name="silu_sig"),
+        helper.make_node("Mul", ["s0", "g2"], ["s1"], name="silu_mul"),
+        helper.make_node("Transpose", ["s1"], ["t"], name="heads", perm=[0, 2, 1, 3]),
+        helper.make_node("Concat", ["t", "t"], ["cat"], name="concat", axis=0),
+        helper.make_node("Unsqueeze", ["t", "ax0"], ["u"], name="unsqueeze"),
+        helper.make_node("Squeeze", ["u", "ax0"], ["sq"], name="squeeze"),
+        helper.make_node("Tanh", ["sq"], ["th"], name="tanh"),
+        helper.make_node("Sigmoid", ["th"], ["sig"], name="sigmoid"),
+        helper.make_node("Sub", ["sig", "three"], ["sub"], name="sub"),
+    ]
+    g = helper.make_graph(nodes, "bits", [x], outs, initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_erf_gelu_silu_and_data_movement_map_without_unsupported_nodes():
+    ops, unsupported = ops_from_model(_transformer_bits())
+    assert unsupported == []
+    n = 2 * 8 * 4 * 16
+    by = {o["kind"] + ":" + o["name"].split(":")[-1].strip(): o for o in ops}
+    gelus = [o for o in ops if o["kind"] == "gelu"]
+    assert [o["nodes"] for o in gelus] == [
+        ["gelu_div", "gelu_erf", "gelu_add", "gelu_mul_x", "gelu_mul_half"],
+        ["gelu2_mul", "gelu2_erf", "gelu2_add", "gelu2_half", "gelu2_mul"],
+    ]
+    assert all(o["shape"]["numel"] == n and opsmod.min_bytes(o) == 4 * 2 * n for o in gelus)
+    silu = next(o for o in ops if o["kind"] == "silu")
+    assert silu["nodes"] == ["silu_sig", "silu_mul"]
+    t = next(o for o in ops if o["kind"] == "transpose")
+    assert (t["shape"]["cols"], t["shape"]["inner"]) == (4, 16)  # (B*S, H, D) -> (H, B*S, D) blocks of D
+    assert opsmod.flops(t) == 0 and opsmod.min_bytes(t) == 4 * 2 * n
+    cat = next(o for o in ops if o["kind"] == "concat")
+    assert cat["shape"]["numel"] == 2 * n and opsmod.min_bytes(cat) == 4 * 4 * n
+    assert [o["kind"] for o in ops if o["name"] in ("unsqueeze", "squeeze")] == ["reshape", "reshape"]
+    assert {o["name"]: o["kind"] for o in ops if o["name"] in ("tanh", "sigmoid", "sub")} == {
+        "tanh": "tanh",
+        "sigmoid": "sigmoid",
+        "sub": "sub",
+    }
+    sub = next(o for o in ops if o["name"] == "sub")
+    assert sub["shape"]["broadcast_numel"] == 1 and opsmod.min_bytes(sub) == 4 * (2 * n + 1)
+    covered = sorted(x for o in ops for x in o["nodes"])
+    assert covered == sorted(node.name for node in _transformer_bits().graph.node)
+    assert by  # every op has a name
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "scale",
+        "sigmoid",
+        "tanh",
+        "relu6",
+        "hardswish",
+        "hardsigmoid",
+        "silu",
+        "mul",
+        "sub",
+        "div",
+        "reshape",
+        "transpose",
+        "concat",
+    ],
+)
+def test_new_kinds_run_through_numpy_and_match_float64(kind):
+    from rooflab import verify
+    from rooflab.models import execute
+
+    shape = {"numel": 4 * 6 * 8}
+    if kind in ("mul", "sub", "div"):
+        shape["broadcast_numel"] = 8
+    if kind == "transpose":
+        shape.update(cols=6, inner=8)
+    op = opsmod.normalize({"kind": kind, "shape": shape, "dtype": "float32"})
+    impl = execute.build(op)
+    expected = impl.reference()
+    got = impl.run()
+    verify.check(got, expected, dtype=got.dtype, what=kind)
+    assert impl.dispatches >= 1

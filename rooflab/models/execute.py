@@ -10,6 +10,13 @@ kernel where one exists; each implementation is checked against a float64 refere
   layernorm             mean, var, normalise, scale, shift
   embedding             np.take of each table, summed
   maxpool / avgpool     np.maximum over the window's strided taps / mean over H, W
+  scale / tanh / relu6  np.multiply / np.tanh / np.clip(0, 6)                       1 pass
+  sigmoid / silu        negative, exp, +1, reciprocal (x divide for silu)           4 passes
+  hardswish             x * clip(x + 3, 0, 6) / 6;  hardsigmoid clip(x / 6 + 0.5, 0, 1)
+  mul / sub / div       one ufunc; a broadcast operand of broadcast_numel elements is laid out
+                        along the last axis (a bias or a channels-last scale)
+  reshape               a view (x.reshape): the cost of the call alone
+  transpose / concat    copyto of a (rows, cols, inner) -> (cols, rows, inner) view / np.concatenate
 ``dispatches`` counts the numpy/BLAS calls an implementation makes: its latency floor is that
 many times the measured dispatch latency.
 """
@@ -147,6 +154,8 @@ def build(op: dict, seed: int = 0, own: bool = False, xp=np) -> Impl | None:
             return 0.5 * x64 * (1 + xp.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64**3)))
 
         return Impl(f"{lib} tanh-GELU", gelu, gelu_ref, 9, need)
+    if k in _MORE_ELEMENTWISE or k in ("reshape", "transpose", "concat"):
+        return _more(k, s, rng, dt, need, xp)
     if k == "softmax":
         x = _rand(rng, (s["rows"], s["cols"]), dt, 3.0)
         y = xp.empty_like(x)
@@ -235,6 +244,96 @@ def build(op: dict, seed: int = 0, own: bool = False, xp=np) -> Impl | None:
         y = xp.empty((s["N"], s["C"]), dtype=dt)
         return Impl(
             f"{lib}.mean", lambda: xp.mean(x, axis=(2, 3), out=y), lambda: x.astype(f64).mean(axis=(2, 3)), 1, need
+        )
+    raise KeyError(k)  # pragma: no cover
+
+
+_MORE_ELEMENTWISE = ("scale", "sigmoid", "tanh", "relu6", "hardswish", "hardsigmoid", "silu", "mul", "sub", "div")
+
+
+def _more(k, s, rng, dt, need, xp=np) -> Impl:
+    """The elementwise and data-movement kinds ONNX graphs add (MobileNet, EfficientNet, exports of
+    transformers): each as the ufunc sequence numpy (or cupy) runs."""
+    lib = xp.__name__
+    f64 = np.float64
+    n = s["numel"]
+    x = _rand(rng, (n,), dt, 4.0)
+    y = xp.empty_like(x)
+    if k == "scale":
+        c = dt.type(1.5)
+        return Impl(f"{lib}.multiply", lambda: xp.multiply(x, c, out=y), lambda: x.astype(f64) * float(c), 1, need)
+    if k == "tanh":
+        return Impl(f"{lib}.tanh", lambda: xp.tanh(x, out=y), lambda: xp.tanh(x.astype(f64)), 1, need)
+    if k == "relu6":
+        return Impl(f"{lib}.clip(0, 6)", lambda: xp.clip(x, 0, 6, out=y), lambda: xp.clip(x.astype(f64), 0, 6), 1, need)
+    if k in ("sigmoid", "silu"):
+
+        def run():
+            xp.negative(x, out=y)
+            xp.exp(y, out=y)
+            xp.add(y, 1, out=y)
+            return xp.divide(x, y, out=y) if k == "silu" else xp.reciprocal(y, out=y)
+
+        def ref():
+            x64 = x.astype(f64)
+            return x64 / (1 + xp.exp(-x64)) if k == "silu" else 1 / (1 + xp.exp(-x64))
+
+        return Impl(f"{lib} {k} (4 passes)", run, ref, 4, need)
+    if k == "hardswish":
+
+        def hswish():
+            xp.add(x, 3, out=y)
+            xp.clip(y, 0, 6, out=y)
+            xp.multiply(y, x, out=y)
+            return xp.multiply(y, dt.type(1 / 6), out=y)
+
+        return Impl(
+            f"{lib} hardswish (4 passes)", hswish, lambda: x.astype(f64) * xp.clip(x.astype(f64) + 3, 0, 6) / 6, 4, need
+        )
+    if k == "hardsigmoid":
+
+        def hsig():
+            xp.multiply(x, dt.type(1 / 6), out=y)
+            xp.add(y, 0.5, out=y)
+            return xp.clip(y, 0, 1, out=y)
+
+        return Impl(f"{lib} hardsigmoid (3 passes)", hsig, lambda: xp.clip(x.astype(f64) / 6 + 0.5, 0, 1), 3, need)
+    if k in ("mul", "sub", "div"):
+        b_n = s.get("broadcast_numel", n)
+        a2 = x.reshape(n // b_n, b_n)
+        b = (rng.random(b_n) + 0.5).astype(dt)
+        fn = {"mul": xp.multiply, "sub": xp.subtract, "div": xp.divide}[k]
+        y2 = y.reshape(a2.shape)
+        return Impl(
+            f"{lib}.{fn.__name__}" + (" (broadcast)" if b_n != n else ""),
+            lambda: fn(a2, b, out=y2),
+            lambda: fn(a2.astype(f64), b.astype(f64)),
+            1,
+            need,
+        )
+    if k == "reshape":
+        return Impl(f"{lib} reshape (a view)", lambda: x.reshape(-1, 1), lambda: x.astype(f64).reshape(-1, 1), 1, need)
+    if k == "transpose":
+        cols, inner = s.get("cols", 1), s.get("inner", 1)
+        rows = n // (cols * inner)
+        src = x.reshape(rows, cols, inner).transpose(1, 0, 2)
+        y3 = y.reshape(cols, rows, inner)
+
+        def run():
+            xp.copyto(y3, src)
+            return y3
+
+        return Impl(f"{lib} transpose copy", run, lambda: src.astype(f64), 1, need)
+    if k == "concat":
+        m = max(1, s.get("inputs", 2))
+        cuts = [n * i // m for i in range(m + 1)]
+        parts = [x[cuts[i] : cuts[i + 1]] for i in range(m)]
+        return Impl(
+            f"{lib}.concatenate",
+            lambda: xp.concatenate(parts, out=y),
+            lambda: xp.concatenate([p.astype(f64) for p in parts]),
+            1,
+            need,
         )
     raise KeyError(k)  # pragma: no cover
 

@@ -4,9 +4,15 @@ FLOP conventions are the DeepSpeed flops profiler's (also torch.utils.flop_count
 GEMM/conv = 2 x MACs (an FMA is 2 FLOP), Linear bias not counted, conv bias = N*K*P*Q;
 relu/gelu/softmax/add = 1 per element; batch norm (inference, affine) = 2 per element; layer norm
 (affine) = 5 per element; pooling = 1 per *input* element; embedding gather = 0.
+Every other elementwise kind (scale, sigmoid, tanh, relu6, hardswish, hardsigmoid, silu, mul, sub,
+div) = 1 per output element, as DeepSpeed counts activations; data movement (reshape, transpose,
+concat) = 0.
 Minimum bytes: every distinct input read once and every output written once; weights shared over
 the batch are read once; token ids are int64. intensity = flops / min_bytes is an upper bound on
-the DRAM intensity of any implementation.
+the DRAM intensity of any implementation. Unary elementwise kinds: 2 x numel; binary kinds
+(add, mul, sub, div): (inputs - 1) x numel + broadcast_numel + numel, where broadcast_numel is the
+smaller operand's size when it is broadcast (a per-channel scale, a bias; default numel);
+reshape (Reshape, Flatten, Squeeze, Unsqueeze: a view) 0; transpose and concat (a copy) 2 x numel.
 
 An op is a dict: {"kind": ..., "shape": {...}, "dtype": "float32", "name": ..., "count": 1, "model": ...}
 """
@@ -34,6 +40,19 @@ REQUIRED = {
     "embedding": ("tokens", "dim", "vocab"),
     "maxpool": ("N", "C", "H", "W", "kernel", "stride"),
     "avgpool": ("N", "C", "H", "W"),
+    "scale": ("numel",),
+    "sigmoid": ("numel",),
+    "tanh": ("numel",),
+    "relu6": ("numel",),
+    "hardswish": ("numel",),
+    "hardsigmoid": ("numel",),
+    "silu": ("numel",),
+    "mul": ("numel",),
+    "sub": ("numel",),
+    "div": ("numel",),
+    "reshape": ("numel",),
+    "transpose": ("numel",),
+    "concat": ("numel",),
 }
 KIND_ALIASES = {
     "matmul": "gemm",
@@ -46,8 +65,23 @@ KIND_ALIASES = {
     "batch_norm": "batchnorm",
     "layer_norm": "layernorm",
     "global_avgpool": "avgpool",
+    "multiply": "mul",
+    "subtract": "sub",
+    "divide": "div",
+    "swish": "silu",
+    "hard_swish": "hardswish",
+    "hard_sigmoid": "hardsigmoid",
+    "flatten": "reshape",
+    "squeeze": "reshape",
+    "unsqueeze": "reshape",
+    "view": "reshape",
+    "permute": "transpose",
+    "cat": "concat",
 }
-ELEMENTWISE = ("relu", "gelu", "add")
+UNARY = ("relu", "gelu", "scale", "sigmoid", "tanh", "relu6", "hardswish", "hardsigmoid", "silu")
+BINARY = ("add", "mul", "sub", "div")
+ELEMENTWISE = UNARY + BINARY
+DATA_MOVEMENT = ("reshape", "transpose", "concat")
 
 
 def normalize(op: dict) -> dict:
@@ -111,7 +145,20 @@ def normalize(op: dict) -> dict:
         shape["P"] = shape["Q"] = P
         if "W" in shape:
             shape["Q"] = (shape["W"] + 2 * shape["pad"] - shape["kernel"]) // shape["stride"] + 1
-    if kind == "add":
+    if kind in BINARY:
+        shape.setdefault("inputs", 2)
+        b = shape.get("broadcast_numel", shape["numel"])
+        if b < 1 or b > shape["numel"] or shape["numel"] % b:
+            raise RooflabError(
+                f"op {name!r}: broadcast_numel={b} must divide numel={shape['numel']}",
+                "give the element count of the smaller (broadcast) operand",
+            )
+    if kind == "transpose":
+        shape.setdefault("inner", 1)
+        shape.setdefault("cols", 1)
+        if shape["cols"] * shape["inner"] == 0 or shape["numel"] % (shape["cols"] * shape["inner"]):
+            raise RooflabError(f"op {name!r}: cols x inner must divide numel", "give rows x cols x inner = numel")
+    if kind == "concat":
         shape.setdefault("inputs", 2)
     count = op.get("count", op.get("count_per_forward", 1))
     if not isinstance(count, int) or count < 1:
@@ -132,6 +179,8 @@ def flops(op: dict) -> float:
         return 2.0 * s["N"] * s["C"] * s["H"] * s["W"]
     if k in ELEMENTWISE:
         return float(s["numel"])
+    if k in DATA_MOVEMENT:
+        return 0.0
     if k == "softmax":
         return float(s["rows"] * s["cols"])
     if k == "layernorm":
@@ -162,10 +211,15 @@ def min_bytes(op: dict) -> float:
         return e * n
     if k == "batchnorm":
         return e * (2 * s["N"] * s["C"] * s["H"] * s["W"] + 4 * s["C"])
-    if k in ("relu", "gelu"):
+    if k in UNARY:
         return e * 2 * s["numel"]
-    if k == "add":
-        return e * (s.get("inputs", 2) + 1) * s["numel"]
+    if k in BINARY:
+        n = s["numel"]
+        return e * ((s.get("inputs", 2) - 1) * n + s.get("broadcast_numel", n) + n)
+    if k == "reshape":
+        return 0.0
+    if k in ("transpose", "concat"):
+        return e * 2 * s["numel"]
     if k == "softmax":
         return e * 2 * s["rows"] * s["cols"]
     if k == "layernorm":
@@ -223,7 +277,7 @@ def output_numel(op: dict) -> int:
         return s["N"] * s["K"] * s["P"] * s["Q"]
     if k == "batchnorm":
         return s["N"] * s["C"] * s["H"] * s["W"]
-    if k in ELEMENTWISE:
+    if k in ELEMENTWISE or k in DATA_MOVEMENT:
         return s["numel"]
     if k in ("softmax", "layernorm"):
         return s["rows"] * s["cols"]

@@ -1,0 +1,573 @@
+"""Elementwise, normalisation and fused kernels: single passes over memory, one parallel region.
+
+What they measure: how close a memory-bound op gets to the DRAM roof of the STREAM kernel with the
+same read/write mix, and what fusion saves. Variants (registered in rooflab/families/elementwise):
+
+  add        y = a + b                          2 reads + 1 write  (triad's mix)
+  scale      y = s * x                          1 read  + 1 write  (copy's mix)
+  relu       y = max(x, 0)                      1 + 1
+  gelu       y = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)   (= the tanh form) 1 + 1
+  batchnorm  y = x * scale[c] + shift[c]        1 + 1, NCHW (planes) or NHWC (rows of C)
+  softmax    rows: max, exp-sum, scale          1 + 1 from DRAM when a row fits in cache, else 2 + 1
+  layernorm  rows: mean, variance, normalise    1 + 1 (idem)
+  fused      gelu(x + bias) + res, relu(bn(x)) + res: 2 + 1 instead of 7 element passes unfused
+
+Napkin math (f32, 2 Zen 4 cores, DRAM ~20-40 GB/s): a 1R1W op moves 8 B/element, so DRAM feeds
+2.5-5 G elements/s, 0.7-1.4 cycles per element per core at ~3.5 GHz. A zmm GELU is ~20 vector ops
+per 16 elements (~1 cycle/element on one FMA port pair): the exp must be vectorized or the op is
+compute-bound. numba without Intel SVML calls scalar libm exp/tanh (~9-13 cycles per element,
+measured), so ``fexp`` below is exp in plain arithmetic that LLVM vectorizes: k = round(y log2 e),
+r = y - k ln2 (Cody-Waite split), Taylor polynomial of degree 6 (f32, max rel. error 2.2e-7) or 11
+(f64, ~1e-14), times 2^k built by an integer shift into the exponent field (``_pow2``).
+tanh-GELU is written x / (1 + exp(-2u)): the same function without the cancellation of 1 + tanh(u)
+for negative x. (BERT's original GELU is 0.5 x (1 + erf(x / sqrt 2)); it differs from the tanh
+form by < 1e-3 and moves the same bytes.)
+
+Row ops (softmax, layernorm) keep a row in L1/L2 between their sweeps: the first sweep reads DRAM,
+the later ones hit the cache, so DRAM sees one read and one write. Rows longer than ``block``
+elements (GPT-2's 50257-wide logits) go through ``block``-sized segments combined online (running
+max and rescaled sum for softmax, Chan's merge of mean and M2 for layer norm), then a second sweep
+writes: 2 reads + 1 write.
+
+Code-generation notes:
+- ``error_model="numpy"``: numba's default Python error model tests every float division for zero
+  and raises, a branch that blocks vectorization;
+- max reductions use LLVM's ``maxnum`` intrinsic (``_fmax``): numba's ``max()`` does not vectorize
+  as a reduction, maxnum does, without any fast-math flag;
+- sums need ``reassoc`` to vectorize; ``fexp`` is compiled on its own with ``contract`` only, so
+  reassociation never folds its Cody-Waite split (which would cost ~1e-4 relative in f32).
+
+Run: ``rooflab.get_variant("cpu.elementwise.gelu.01-numba")(x, out)`` on any contiguous float32
+or float64 arrays; the suite: ``rooflab.families.elementwise.cases(quick, threads)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
+
+import rooflab._numba_env  # noqa: F401
+
+from .stream import _chunk
+
+FM = {"contract"}  # elementwise: FMA contraction only
+FM_SUM = {"contract", "reassoc", "nsz"}  # reductions: partial sums in vector lanes
+BLOCK = 1 << 14  # row segment (elements) kept in L1/L2 between sweeps: 64 KiB f32, 128 KiB f64
+
+
+# ---- scalar building blocks -----------------------------------------------------------------------
+
+
+@intrinsic
+def _pow2(typingctx, k):
+    """2.0**k for a float holding an integer k in the normal exponent range (bits, no libm)."""
+    if k == types.float32:
+        bits, mant, bias = 32, 23, 127
+    elif k == types.float64:
+        bits, mant, bias = 64, 52, 1023
+    else:
+        return None
+
+    def codegen(context, builder, sig, args):
+        ity = ir.IntType(bits)
+        e = builder.add(builder.fptosi(args[0], ity), ir.Constant(ity, bias))
+        return builder.bitcast(builder.shl(e, ir.Constant(ity, mant)), context.get_value_type(k))
+
+    return k(k), codegen
+
+
+def _minmax_intrinsic(name):
+    def impl(typingctx, a, b):
+        if a not in (types.float32, types.float64) or a != b:
+            return None
+
+        def codegen(context, builder, sig, args):
+            lt = context.get_value_type(sig.return_type)
+            suffix = "f32" if sig.return_type == types.float32 else "f64"
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(lt, [lt, lt]), f"llvm.{name}.{suffix}")
+            return builder.call(fn, args)
+
+        return a(a, b), codegen
+
+    return intrinsic(impl)
+
+
+_fmax = _minmax_intrinsic("maxnum")  # max(a, b); vectorizes as a reduction too
+_fmin = _minmax_intrinsic("minnum")
+
+
+def fexp(y):  # pragma: no cover - typed by the overload below
+    """exp(y) that LLVM can vectorize (clamped to the normal range of the dtype)."""
+    return np.exp(y)
+
+
+def _exp_f32(y):
+    y = _fmin(_fmax(y, np.float32(-87.0)), np.float32(88.0))
+    k = np.floor(y * np.float32(1.4426950408889634) + np.float32(0.5))
+    r = y - k * np.float32(0.693145751953125)  # ln 2 split: k * hi is exact
+    r = r - k * np.float32(1.428606765330187e-06)
+    p = np.float32(1.0 / 720.0)
+    p = p * r + np.float32(1.0 / 120.0)
+    p = p * r + np.float32(1.0 / 24.0)
+    p = p * r + np.float32(1.0 / 6.0)
+    p = p * r + np.float32(0.5)
+    p = p * r + np.float32(1.0)
+    p = p * r + np.float32(1.0)
+    return p * _pow2(k)
+
+
+def _exp_f64(y):
+    y = _fmin(_fmax(y, -708.0), 709.0)
+    k = np.floor(y * 1.4426950408889634 + 0.5)
+    r = y - k * 6.93147180369123816490e-01
+    r = r - k * 1.90821492927058770002e-10
+    p = 1.0 / 39916800.0
+    p = p * r + 1.0 / 3628800.0
+    p = p * r + 1.0 / 362880.0
+    p = p * r + 1.0 / 40320.0
+    p = p * r + 1.0 / 5040.0
+    p = p * r + 1.0 / 720.0
+    p = p * r + 1.0 / 120.0
+    p = p * r + 1.0 / 24.0
+    p = p * r + 1.0 / 6.0
+    p = p * r + 0.5
+    p = p * r + 1.0
+    p = p * r + 1.0
+    return p * _pow2(k)
+
+
+@overload(fexp, jit_options={"fastmath": FM, "error_model": "numpy"})
+def _fexp_overload(y):
+    if y == types.float32:
+        return _exp_f32
+    if y == types.float64:
+        return _exp_f64
+    return None
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _gelu(v, c0, c1, one):
+    """tanh-GELU as v * sigmoid(2u): c0 = 2 sqrt(2/pi), c1 = 0.044715 (dtype-typed constants)."""
+    return v / (one + fexp(-(c0 * (v + c1 * v * v * v))))
+
+
+@njit(inline="always")
+def _rows(rows, t, nchunks):
+    return rows * t // nchunks, rows * (t + 1) // nchunks
+
+
+# ---- flat elementwise ops: one chunk per thread, reps inside ----------------------------------------
+# Each op is a body (inlined) and two entry points: ``op`` (one parallel region, a cache-line
+# aligned chunk per thread) and ``op_serial`` (no parallel region: arrays below SERIAL_BELOW
+# elements, or 1 thread, where waking the pool costs more than the work; PyTorch's grain size is
+# the same 32k elements).
+
+SERIAL_BELOW = 1 << 15
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _add_body(o, x, y, reps):
+    for _ in range(reps):
+        for i in range(o.size):
+            o[i] = x[i] + y[i]
+
+
+@njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
+def add(out, a, b, reps, nchunks):
+    """out = a + b (1-D views)."""
+    n = out.size
+    for t in prange(nchunks):
+        lo, hi = _chunk(n, t, nchunks)
+        _add_body(out[lo:hi], a[lo:hi], b[lo:hi], reps)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def add_serial(out, a, b, reps):
+    _add_body(out, a, b, reps)
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _scale_body(o, a, s, reps):
+    for _ in range(reps):
+        for i in range(o.size):
+            o[i] = s * a[i]
+
+
+@njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
+def scale(out, x, s, reps, nchunks):
+    """out = s * x."""
+    n = out.size
+    for t in prange(nchunks):
+        lo, hi = _chunk(n, t, nchunks)
+        _scale_body(out[lo:hi], x[lo:hi], s, reps)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def scale_serial(out, x, s, reps):
+    _scale_body(out, x, s, reps)
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _relu_body(o, a, reps):
+    zero = a.dtype.type(0)
+    for _ in range(reps):
+        for i in range(o.size):
+            o[i] = _fmax(a[i], zero)
+
+
+@njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
+def relu(out, x, reps, nchunks):
+    """out = max(x, 0) (out may be x)."""
+    n = out.size
+    for t in prange(nchunks):
+        lo, hi = _chunk(n, t, nchunks)
+        _relu_body(out[lo:hi], x[lo:hi], reps)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def relu_serial(out, x, reps):
+    _relu_body(out, x, reps)
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _gelu_body(o, a, reps):
+    c0 = a.dtype.type(2.0 * 0.7978845608028654)
+    c1 = a.dtype.type(0.044715)
+    one = a.dtype.type(1.0)
+    for _ in range(reps):
+        for i in range(o.size):
+            o[i] = _gelu(a[i], c0, c1, one)
+
+
+@njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
+def gelu(out, x, reps, nchunks):
+    """out = tanh-GELU(x) (out may be x)."""
+    n = out.size
+    for t in prange(nchunks):
+        lo, hi = _chunk(n, t, nchunks)
+        _gelu_body(out[lo:hi], x[lo:hi], reps)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def gelu_serial(out, x, reps):
+    _gelu_body(out, x, reps)
+
+
+# ---- channel-wise: batch norm (inference) in both layouts -----------------------------------------
+# Row-shaped kernels take [lo, hi) of their rows (planes, pixels, rows); ``op`` splits the rows
+# over threads, ``op_serial`` takes them all.
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _bn_planes(out, x, scale, shift, lo, hi, reps):
+    C = scale.size
+    for _ in range(reps):
+        for p in range(lo, hi):
+            s = scale[p % C]
+            b = shift[p % C]
+            xr = x[p]
+            yr = out[p]
+            for i in range(xr.size):
+                yr[i] = xr[i] * s + b
+
+
+@njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
+def batchnorm_nchw(out, x, scale, shift, reps, nchunks):
+    """x, out: (N*C, H*W) planes; plane p has channel p % C: one scalar FMA pair per plane."""
+    for t in prange(nchunks):
+        lo, hi = _rows(x.shape[0], t, nchunks)
+        _bn_planes(out, x, scale, shift, lo, hi, reps)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def batchnorm_nchw_serial(out, x, scale, shift, reps):
+    _bn_planes(out, x, scale, shift, 0, x.shape[0], reps)
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _bn_pixels(out, x, scale, shift, lo, hi, reps):
+    for _ in range(reps):
+        for p in range(lo, hi):
+            xr = x[p]
+            yr = out[p]
+            for c in range(xr.size):
+                yr[c] = xr[c] * scale[c] + shift[c]
+
+
+@njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
+def batchnorm_nhwc(out, x, scale, shift, reps, nchunks):
+    """x, out: (N*H*W, C) pixels; the inner loop runs over C with scale/shift vectors (L1-resident)."""
+    for t in prange(nchunks):
+        lo, hi = _rows(x.shape[0], t, nchunks)
+        _bn_pixels(out, x, scale, shift, lo, hi, reps)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def batchnorm_nhwc_serial(out, x, scale, shift, reps):
+    _bn_pixels(out, x, scale, shift, 0, x.shape[0], reps)
+
+
+# ---- row ops: softmax and layer norm --------------------------------------------------------------
+
+
+@njit(fastmath=FM_SUM, error_model="numpy")
+def _max(x):
+    m = x[0]
+    for i in range(x.size):
+        m = _fmax(m, x[i])
+    return m
+
+
+@njit(fastmath=FM_SUM, error_model="numpy")
+def _exp_store_sum(y, x, m):
+    s = x.dtype.type(0)
+    for i in range(x.size):
+        e = fexp(x[i] - m)
+        y[i] = e
+        s += e
+    return s
+
+
+@njit(fastmath=FM_SUM, error_model="numpy")
+def _exp_sum(x, m):
+    s = x.dtype.type(0)
+    for i in range(x.size):
+        s += fexp(x[i] - m)
+    return s
+
+
+@njit(fastmath=FM, error_model="numpy")
+def _exp_scale(y, x, m, inv):
+    for i in range(x.size):
+        y[i] = fexp(x[i] - m) * inv
+
+
+@njit(fastmath=FM, error_model="numpy")
+def _scale_inplace(y, inv):
+    for i in range(y.size):
+        y[i] = y[i] * inv
+
+
+@njit(fastmath=FM, error_model="numpy")
+def _softmax_row(y, x, block):
+    one = x.dtype.type(1.0)
+    n = x.size
+    if n <= block:  # one DRAM read: the row stays in cache for sweeps 2 and 3
+        m = _max(x)
+        s = _exp_store_sum(y, x, m)
+        _scale_inplace(y, one / s)
+        return
+    # long row: segments of `block`, running max M and sum S rescaled when M grows (online softmax)
+    M = _max(x[:block])
+    S = _exp_sum(x[:block], M)
+    for lo in range(block, n, block):
+        seg = x[lo : min(lo + block, n)]
+        m = _max(seg)
+        if m > M:
+            S = S * fexp(M - m) + _exp_sum(seg, m)
+            M = m
+        else:
+            S += _exp_sum(seg, M)
+    _exp_scale(y, x, M, one / S)
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _softmax_rows(out, x, lo, hi, reps, block):
+    for _ in range(reps):
+        for r in range(lo, hi):
+            _softmax_row(out[r], x[r], block)
+
+
+@njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
+def softmax(out, x, reps, nchunks, block):
+    """Row softmax of a 2-D array (rows split over threads)."""
+    for t in prange(nchunks):
+        lo, hi = _rows(x.shape[0], t, nchunks)
+        _softmax_rows(out, x, lo, hi, reps, block)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def softmax_serial(out, x, reps, block):
+    _softmax_rows(out, x, 0, x.shape[0], reps, block)
+
+
+@njit(fastmath=FM_SUM, error_model="numpy")
+def _sum(x):
+    s = x.dtype.type(0)
+    for i in range(x.size):
+        s += x[i]
+    return s
+
+
+@njit(fastmath=FM_SUM, error_model="numpy")
+def _sqdev(x, mu):
+    s = x.dtype.type(0)
+    for i in range(x.size):
+        d = x[i] - mu
+        s += d * d
+    return s
+
+
+@njit(fastmath=FM, error_model="numpy")
+def _normalize(y, x, mu, rstd, g, b):
+    for i in range(x.size):
+        y[i] = (x[i] - mu) * rstd * g[i] + b[i]
+
+
+@njit(fastmath=FM, error_model="numpy")
+def _layernorm_row(y, x, g, b, eps, block):
+    n = x.size
+    T = x.dtype.type  # counts as the dtype: an int64 operand would promote f32 math to f64
+    one = T(1.0)
+    if n <= block:  # two-pass mean/variance over a cached row: stable and one DRAM read
+        mu = _sum(x) / T(n)
+        var = _sqdev(x, mu) / T(n)
+    else:  # Chan et al.: merge (count, mean, M2) of each cached segment
+        cnt = T(0)
+        mu = T(0)
+        m2 = T(0)
+        for lo in range(0, n, block):
+            seg = x[lo : min(lo + block, n)]
+            nb = T(seg.size)
+            mb = _sum(seg) / nb
+            m2b = _sqdev(seg, mb)
+            tot = cnt + nb
+            d = mb - mu
+            mu = mu + d * (nb / tot)
+            m2 = m2 + m2b + d * d * (cnt * nb / tot)
+            cnt = tot
+        var = m2 / T(n)
+    _normalize(y, x, mu, one / np.sqrt(var + eps), g, b)
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _layernorm_rows(out, x, gamma, beta, eps, lo, hi, reps, block):
+    for _ in range(reps):
+        for r in range(lo, hi):
+            _layernorm_row(out[r], x[r], gamma, beta, eps, block)
+
+
+@njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
+def layernorm(out, x, gamma, beta, eps, reps, nchunks, block):
+    """Row layer norm of a 2-D array: (x - mean) / sqrt(var + eps) * gamma + beta."""
+    for t in prange(nchunks):
+        lo, hi = _rows(x.shape[0], t, nchunks)
+        _layernorm_rows(out, x, gamma, beta, eps, lo, hi, reps, block)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def layernorm_serial(out, x, gamma, beta, eps, reps, block):
+    _layernorm_rows(out, x, gamma, beta, eps, 0, x.shape[0], reps, block)
+
+
+# ---- the two fused chains, and the bias add their unfused versions need ---------------------------
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _bias_rows(out, x, bias, lo, hi, reps):
+    for _ in range(reps):
+        for r in range(lo, hi):
+            xr = x[r]
+            yr = out[r]
+            for c in range(xr.size):
+                yr[c] = xr[c] + bias[c]
+
+
+@njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
+def bias_rows(out, x, bias, reps, nchunks):
+    """out[r, :] = x[r, :] + bias (the first op of the unfused MLP chain)."""
+    for t in prange(nchunks):
+        lo, hi = _rows(x.shape[0], t, nchunks)
+        _bias_rows(out, x, bias, lo, hi, reps)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def bias_rows_serial(out, x, bias, reps):
+    _bias_rows(out, x, bias, 0, x.shape[0], reps)
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _bias_gelu_add_rows(out, x, bias, res, lo, hi, reps):
+    c0 = x.dtype.type(2.0 * 0.7978845608028654)
+    c1 = x.dtype.type(0.044715)
+    one = x.dtype.type(1.0)
+    for _ in range(reps):
+        for r in range(lo, hi):
+            xr = x[r]
+            rr = res[r]
+            yr = out[r]
+            for c in range(xr.size):
+                yr[c] = _gelu(xr[c] + bias[c], c0, c1, one) + rr[c]
+
+
+@njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
+def bias_gelu_add(out, x, bias, res, reps, nchunks):
+    """Transformer MLP chain in one pass: out = gelu(x + bias) + res; (rows, cols) arrays."""
+    for t in prange(nchunks):
+        lo, hi = _rows(x.shape[0], t, nchunks)
+        _bias_gelu_add_rows(out, x, bias, res, lo, hi, reps)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def bias_gelu_add_serial(out, x, bias, res, reps):
+    _bias_gelu_add_rows(out, x, bias, res, 0, x.shape[0], reps)
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _bn_relu_add_planes(out, x, scale, shift, res, lo, hi, reps):
+    C = scale.size
+    zero = x.dtype.type(0)
+    for _ in range(reps):
+        for p in range(lo, hi):
+            s = scale[p % C]
+            b = shift[p % C]
+            xr = x[p]
+            rr = res[p]
+            yr = out[p]
+            for i in range(xr.size):
+                yr[i] = _fmax(xr[i] * s + b, zero) + rr[i]
+
+
+@njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
+def bn_relu_add_nchw(out, x, scale, shift, res, reps, nchunks):
+    """ResNet block tail in one pass: out = relu(x * scale[c] + shift[c]) + res; (N*C, H*W) planes."""
+    for t in prange(nchunks):
+        lo, hi = _rows(x.shape[0], t, nchunks)
+        _bn_relu_add_planes(out, x, scale, shift, res, lo, hi, reps)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def bn_relu_add_nchw_serial(out, x, scale, shift, res, reps):
+    _bn_relu_add_planes(out, x, scale, shift, res, 0, x.shape[0], reps)
+
+
+# ---- the latency floor: a chain of tiny ops in one call -------------------------------------------
+
+# op k of a chain is CHAIN_OPS[k % 4] with CHAIN_CONSTS[k % 4]: multiply, add, maximum, multiply
+CHAIN_OPS = ("multiply", "add", "maximum", "multiply")
+CHAIN_CONSTS = (1.5, -0.25, 0.0, 0.5)
+
+
+@njit(fastmath=FM, error_model="numpy", cache=True)
+def chain_fused(out, x, n_ops):
+    """The whole chain per element, one dispatch: what a fusing compiler makes of N tiny ops."""
+    c0 = x.dtype.type(1.5)
+    c1 = x.dtype.type(-0.25)
+    c2 = x.dtype.type(0.0)
+    c3 = x.dtype.type(0.5)
+    for i in range(x.size):
+        v = x[i]
+        for k in range(n_ops):
+            j = k & 3
+            if j == 0:
+                v = v * c0
+            elif j == 1:
+                v = v + c1
+            elif j == 2:
+                v = _fmax(v, c2)
+            else:
+                v = v * c3
+        out[i] = v

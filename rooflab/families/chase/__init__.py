@@ -1,0 +1,288 @@
+"""Family `chase`: load-to-use latency of every memory level, by a dependent pointer chase.
+
+What both devices share: the random single cycle over a working set (cache lines), its check,
+the closed-form expected end of a chase, declared work, the suite's cases, and the derivation of
+`latency` ceilings per level (L1, L2, L3, DRAM) from the records.
+
+The chain. ``L = bytes / 64`` lines; a random visiting order ``order`` (line 0 first, the others
+shuffled: every one of the (L-1)! single cycles is equally likely, as with Sattolo's algorithm)
+and line ``order[i]`` points to line ``order[i+1]``, the last back to line 0. Because the order is
+kept, the line reached after H hops is ``order[H mod L]`` without walking, so the check is
+independent of the kernel:
+
+  - a kernel that skips, adds or stops hops ends on another line and is rejected;
+  - a chain that is not ONE cycle through all L lines (a plain random permutation has sub-cycles:
+    the chase would loop in a fraction of the working set and report a cache's latency for a
+    DRAM-sized set) is rejected before timing: the order must visit each line exactly once and
+    every link must follow it, i.e. distinct lines visited = cycle length = L.
+
+Ceilings (``latency_ceilings``): median ns per hop over the working sets inside each level's window
+of rooflab.roofline.level_windows (1 thread): L1 (0, C1/2], L2 [2 C1, C2/2], L3 [2 C2, C3/4],
+DRAM [4 C3, inf); cycles at the clock the runner probed around each measurement.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from statistics import median
+
+import numpy as np
+
+from ...errors import RooflabError, VerificationError
+from ...memory import aligned_empty
+from ...registry import Case
+from ...work import Work
+
+FAMILY = "chase"
+LINE = 64
+SLOTS = LINE // 8
+HUGE_PAGE = 2 << 20
+MADV_HUGEPAGE = 14
+MIN_BYTES = 8 << 10
+
+
+def _madvise_huge(addr: int, length: int) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.madvise(ctypes.c_void_p(addr), ctypes.c_size_t(length), ctypes.c_int(MADV_HUGEPAGE)) == 0
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return False
+
+
+def thp_mode() -> str | None:
+    """The kernel's transparent huge page policy ([always] / [madvise] / [never]), if it says."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            text = f.read()
+        return text[text.index("[") + 1 : text.index("]")]
+    except (OSError, ValueError):
+        return None
+
+
+def chain_array(lines: int, hugepages: bool) -> np.ndarray:
+    """Zeroed uint64 array of ``lines`` cache lines; 2 MiB-aligned and madvised for huge pages
+    (before the first touch, so the kernel can back it with 2 MiB pages)."""
+    n = lines * SLOTS
+    if not hugepages:
+        a = aligned_empty(n, np.uint64)
+        a[:] = 0
+        return a
+    nbytes = n * 8
+    raw = np.empty(nbytes + 2 * HUGE_PAGE, dtype=np.uint8)
+    off = (-raw.ctypes.data) % HUGE_PAGE
+    buf = raw[off : off + nbytes]
+    _madvise_huge(buf.ctypes.data, -(-nbytes // 4096) * 4096)
+    a = buf.view(np.uint64)
+    a[:] = 0
+    return a
+
+
+def lines_of(size) -> int:
+    nbytes = int(size["bytes"] if isinstance(size, dict) else size)
+    lines = nbytes // LINE
+    if lines < 2:
+        raise RooflabError(f"chase: a working set of {nbytes} B has fewer than 2 cache lines", "pass at least 128 B")
+    return lines
+
+
+def make_inputs(size, seed: int = 0, hugepages: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(chain, order): a random single cycle through all lines of a ``size``-byte working set."""
+    lines = lines_of(size)
+    rng = np.random.default_rng(seed)
+    order = np.empty(lines, dtype=np.int64)
+    order[0] = 0
+    order[1:] = rng.permutation(np.arange(1, lines, dtype=np.int64))
+    chain = chain_array(lines, hugepages)
+    chain[order * SLOTS] = np.roll(order, -1).astype(np.uint64) * SLOTS
+    return chain, order
+
+
+def check_inputs(variant: str, chain, order) -> int:
+    """Shape and dtype of (chain, order); returns L. RooflabError names the variant."""
+    if not isinstance(chain, np.ndarray) or chain.dtype != np.uint64 or chain.ndim != 1:
+        raise RooflabError(
+            f"{variant}: chain must be a 1-D uint64 array, got "
+            f"{getattr(chain, 'dtype', type(chain).__name__)} {getattr(chain, 'shape', '')}",
+            "build it with rooflab.families.chase.make_inputs",
+        )
+    if not chain.flags.c_contiguous or chain.size % SLOTS or chain.size < 2 * SLOTS:
+        raise RooflabError(
+            f"{variant}: chain must be contiguous and a whole number (>= 2) of {LINE} B lines", "use make_inputs"
+        )
+    lines = chain.size // SLOTS
+    if not isinstance(order, np.ndarray) or order.ndim != 1 or order.size != lines:
+        raise RooflabError(
+            f"{variant}: order must be a 1-D array of the chain's {lines} lines, got shape "
+            f"{getattr(order, 'shape', None)}",
+            "pass the (chain, order) pair make_inputs returns",
+        )
+    return lines
+
+
+def verify_cycle(chain: np.ndarray, order: np.ndarray, what: str = "chase") -> None:
+    """Raise VerificationError unless the chain is ONE cycle through every line, in ``order``."""
+    lines = chain.size // SLOTS
+    counts = np.bincount(order, minlength=lines) if order.min() >= 0 and order.max() < lines else None
+    if counts is None or counts.size != lines or not np.all(counts == 1) or order[0] != 0:
+        raise VerificationError(f"{what}: the visiting order is not a permutation of the {lines} lines from line 0")
+    links = chain[order * SLOTS]
+    bad = np.flatnonzero(links != np.roll(order, -1).astype(np.uint64) * SLOTS)
+    if bad.size:
+        from ...kernels.cpu.chase import cycle_lines
+
+        distinct, hops, closed = cycle_lines(chain, lines + 1)
+        raise VerificationError(
+            f"{what}: {bad.size} of {lines} links leave the cycle (first after line {int(order[bad[0]])}); "
+            f"from line 0 the chase visits {distinct} distinct lines"
+            + (f" in a cycle of {hops} hops" if closed else "")
+            + f", not all {lines}"
+        )
+
+
+def expected_line(order: np.ndarray, hops: int) -> np.int64:
+    return np.int64(order[int(hops) % order.size])
+
+
+def total_hops(chain, hops=None, reps=1) -> int:
+    lines = chain.size // SLOTS
+    return int(reps) * int(hops if hops is not None else lines)
+
+
+def work(chain, order, hops=None, reps=1, **_) -> Work:
+    """One 8-byte load per hop (the line it sits in is what moves: 64 B)."""
+    return Work(flops=0, bytes_read=8 * total_hops(chain, hops, reps), bytes_written=0, launches=1)
+
+
+# ---- the suite --------------------------------------------------------------------------------------
+
+
+def sizes(llc: int, quick: bool, lo: int = MIN_BYTES) -> list[int]:
+    """8 KiB to 4x the LLC, factor 2 (quick) or sqrt(2), whole 4 KiB pages."""
+    factor = 2.0 if quick else math.sqrt(2.0)
+    out, s = [], float(lo)
+    while True:
+        v = max(4096, int(round(s / 4096)) * 4096)
+        if not out or v > out[-1]:
+            out.append(v)
+        if v >= 4 * llc:
+            return out
+        s *= factor
+
+
+def hops_for(nbytes: int) -> int:
+    """Hops per rep: the whole cycle, at least 4096 (the driver repeats reps inside the call)."""
+    return max(nbytes // LINE, 4096)
+
+
+def cases(quick: bool, threads: list[int] | None = None, device: str = "cpu") -> list[Case]:
+    """The `chase` suite: working sets from 8 KiB to 4x the LLC, 1 thread (latency is per core);
+    huge pages in --quick, both page sizes in a full run (the difference is the page walk)."""
+    from ...machine import read_caches
+
+    caches = read_caches()
+    llc = caches[-1]["size_bytes"] if caches else 32 << 20
+    names = [f"{device}.chase.02-random-cycle-hugepages"]
+    if not quick:
+        names.insert(0, f"{device}.chase.01-random-cycle")
+    out = []
+    for nbytes in sizes(llc, quick):
+        for name in names:
+            out.append(
+                Case(
+                    name,
+                    nbytes,
+                    "uint64",
+                    1,
+                    params={"hops": hops_for(nbytes)},
+                    label=f"chase {nbytes // 1024} KiB {name.split('.')[-1]}",
+                    meta={"chase_bytes": nbytes, "lines": nbytes // LINE, "thp": thp_mode()},
+                    timing={"target_s": 0.02, "cv_limit": 0.1},
+                )
+            )
+    return out
+
+
+# ---- from records to ceilings ---------------------------------------------------------------------
+
+
+def ns_per_hop(record: dict) -> float:
+    hops = record["params"].get("hops") or record["lines"]
+    return record["time_s"]["median"] / (int(record["reps"]) * int(hops)) * 1e9
+
+
+def _clock(record: dict) -> float | None:
+    c = record.get("clock_ghz") or {}
+    vals = [v for k in ("before", "after") for v in (c.get(k) or [])]
+    return float(median(vals)) if vals else None
+
+
+def staircase(records: list[dict], variant: str | None = None) -> list[dict]:
+    """One point per working set: bytes, ns per hop, cycles per hop (for the latency staircase
+    plotted next to the bandwidth staircase)."""
+    pts = []
+    for r in records:
+        if r.get("family") != FAMILY or r.get("status", "ok") != "ok" or (variant and r["variant"] != variant):
+            continue
+        ns = ns_per_hop(r)
+        ghz = _clock(r)
+        pts.append(
+            {
+                "variant": r["variant"],
+                "bytes": int(r["chase_bytes"]),
+                "ns": ns,
+                "cycles": ns * ghz if ghz else None,
+                "clock_ghz": ghz,
+                "noisy": bool(r.get("noisy")),
+            }
+        )
+    return sorted(pts, key=lambda p: (p["variant"], p["bytes"]))
+
+
+def latency_ceilings(records: list[dict], caches: list[dict], variant: str | None = None) -> list[dict]:
+    """`latency` ceilings, one per memory level, from chase records (1 thread).
+
+    ``variant`` picks the page size (default: the huge-page variant when present, since 4 KiB
+    pages add a page walk to every hop beyond the TLB's reach)."""
+    from ...roofline import LATENCY_UNIT, level_windows
+
+    pts = staircase(records)
+    if variant is None:
+        names = {p["variant"] for p in pts}
+        variant = next((n for n in sorted(names) if n.endswith("hugepages")), next(iter(sorted(names)), None))
+    pts = [p for p in pts if p["variant"] == variant]
+    out = []
+    for w in level_windows(caches, 1):
+        inside = [p for p in pts if p["bytes"] >= w["lo"] and (w["hi"] is None or p["bytes"] <= w["hi"])]
+        if not inside:
+            continue
+        ns = [p["ns"] for p in inside]
+        cyc = [p["cycles"] for p in inside if p["cycles"]]
+        clocks = [p["clock_ghz"] for p in inside if p["clock_ghz"]]
+        out.append(
+            {
+                "name": f"memory latency {w['level']} (pointer chase)",
+                "kind": "latency",
+                "level": w["level"],
+                "dtype": None,
+                "threads": 1,
+                "value": float(median(ns)),
+                "unit": LATENCY_UNIT,
+                "stats": {
+                    "median": float(median(ns)),
+                    "p20": float(np.quantile(ns, 0.2)),
+                    "p80": float(np.quantile(ns, 0.8)),
+                    "min": float(min(ns)),
+                    "max": float(max(ns)),
+                    "n_points": len(ns),
+                },
+                "cycles": float(median(cyc)) if cyc else None,
+                "clock_ghz": float(median(clocks)) if clocks else None,
+                "kernel": variant,
+                "window_bytes": [w["lo"], w["hi"]],
+                "os_size_bytes": w["os_bytes"],
+                "points_bytes": [p["bytes"] for p in inside],
+                "noisy": sum(p["noisy"] for p in inside) > len(inside) / 2,
+            }
+        )
+    return out
