@@ -32,6 +32,7 @@ from pathlib import Path
 from statistics import median
 
 import numpy as np
+from rooflab.runner import Runner, Settings
 
 import rooflab
 from rooflab import machine
@@ -39,7 +40,6 @@ from rooflab.families import chase as CH
 from rooflab.families import elementwise as EW
 from rooflab.memory import fmt_bytes
 from rooflab.results import atomic_write_json, utc_now
-from rooflab.runner import Runner, Settings
 from rooflab.threads import max_threads, use_threads
 
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from rooflab.kernels.cpu import chase as K
 from rooflab.kernels.cpu import clock
+from rooflab.runner import Runner, Settings
 
 import rooflab
 from rooflab.families import chase as C
 from rooflab.registry import check_cases
-from rooflab.runner import Runner, Settings
 
 RUNNER = Runner(Settings(budget_s=0.0, min_samples=1, probe_clock=False, max_attempts=1))
 NAMES = ["cpu.chase.01-random-cycle", "cpu.chase.02-random-cycle-hugepages"]

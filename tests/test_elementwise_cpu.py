@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from rooflab.kernels.cpu import clock
 from rooflab.kernels.cpu import elementwise as K
+from rooflab.runner import Runner, Settings
 
 import rooflab
 from rooflab.families import elementwise as F
 from rooflab.registry import check_cases
-from rooflab.runner import Runner, Settings
 from rooflab.threads import max_threads
 
 THREADS = sorted({1, max_threads()})

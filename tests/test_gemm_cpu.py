@@ -24,13 +24,13 @@ import pytest
 from numba import njit
 from rooflab.kernels.cpu import gemm as K
 from rooflab.kernels.cpu import gemm_ukr, simd
+from rooflab.runner import Runner, Settings
 
 import rooflab
 from rooflab import verify
 from rooflab.errors import RooflabError, VerificationError
 from rooflab.families import gemm as fam
 from rooflab.registry import check_cases, list_variants
-from rooflab.runner import Runner, Settings
 
 NAMES = [
     "cpu.gemm.00-numpy-blas",
