@@ -27,13 +27,20 @@ from . import timing as gtime
 from . import variants as cv
 
 
-def check_device(got, expected, dtype, what: str) -> dict:
-    """Compare a cupy array (or scalar) with a scalar or array expectation, on the device."""
+def check_device(got, expected, dtype, what: str, rtol=None, atol=None) -> dict:
+    """Compare a cupy array (or scalar) with a scalar or array expectation, on the device, within
+    the dtype's tolerance (or an explicit ``rtol``/``atol`` a family declares)."""
     import cupy as cp
 
-    tol = tolerance(dtype)
+    tol = dict(tolerance(dtype))
+    if rtol is not None:
+        tol["rtol"] = float(rtol)
+    if atol is not None:
+        tol["atol"] = float(atol)
     g = cp.asarray(got, dtype=cp.float64)
     e = cp.asarray(expected, dtype=cp.float64)
+    if e.ndim and g.shape != e.shape:  # broadcasting would hide a transposed or truncated result
+        raise VerificationError(f"{what}: shape {tuple(g.shape)} != expected {tuple(e.shape)}")
     err = cp.abs(g - e)
     bad = err > tol["atol"] + tol["rtol"] * cp.abs(e)
     nbad = int(cp.count_nonzero(bad | ~cp.isfinite(g)))
@@ -45,7 +52,14 @@ def check_device(got, expected, dtype, what: str) -> dict:
             f"{what}: {nbad} of {g.size} values outside rtol={tol['rtol']:g}; first at "
             f"index {i}: got {gv!r}, expected {ev!r}"
         )
-    return {"max_abs_err": float(err.max()), "elements": int(g.size), **tol}
+    scale = float(cp.abs(e).max()) if e.size else 0.0
+    max_abs = float(err.max()) if err.size else 0.0
+    return {
+        "max_abs_err": max_abs,
+        "max_err_over_max_ref": max_abs / scale if scale else max_abs,
+        "elements": int(g.size),
+        **tol,
+    }
 
 
 def _measure(
