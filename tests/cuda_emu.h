@@ -4,7 +4,7 @@
 // Faithful where kernels go wrong: every CUDA thread is an OS thread, so __syncthreads is a real
 // barrier over the block (threads that returned drop out, as on sm_70+), warp shuffles exchange
 // values through a real 32-lane barrier (a full-mask shuffle with a lane missing is reported), and
-// __shared__ memory is one buffer per block. Blocks run one after the other. Kernel parameters
+// __shared__ memory is one buffer per block. Blocks run one after the other, on the same workers. Kernel parameters
 // arrive as a void* array; emu_sig_<kernel> reports their sizes so the Python side can refuse a call
 // whose argument types differ from the kernel's (the mistake cupy would pass on silently).
 // Not emulated: timing, memory ordering between blocks, caches, anything asynchronous.
@@ -155,34 +155,50 @@ inline int launch(void (*k)(A...), const unsigned* d, unsigned long long shared,
         report("dynamic shared memory above 48 KiB without an opt-in");
         return errors;
     }
-    for (unsigned bz = 0; bz < d[2]; ++bz)
-        for (unsigned by = 0; by < d[1]; ++by)
-            for (unsigned bx = 0; bx < d[0]; ++bx) {
-                smem.assign(shared + 16, 0xff);  // NaN-filled: reading unwritten shared memory shows
-                block_bar = std::make_unique<std::barrier<>>(n);
-                warps.clear();
-                for (int w = 0; w * 32 < n; ++w) {
-                    auto wp = std::make_unique<Warp>();
-                    wp->size = min(32, n - 32 * w);
-                    wp->alive = wp->size;
-                    wp->bar = std::make_unique<std::barrier<>>(wp->size);
-                    warps.push_back(std::move(wp));
-                }
-                std::vector<std::thread> threads;
-                threads.reserve(n);
-                for (int t = 0; t < n; ++t)
-                    threads.emplace_back([=] {
-                        threadIdx = {(unsigned)(t % d[3]), (unsigned)((t / d[3]) % d[4]), (unsigned)(t / (d[3] * d[4]))};
-                        blockIdx = {bx, by, bz};
-                        lane = t % 32;
-                        warp = t / 32;
-                        call(k, args, std::index_sequence_for<A...>{});
-                        warps[warp]->alive--;
-                        warps[warp]->bar->arrive_and_drop();
-                        block_bar->arrive_and_drop();
-                    });
-                for (auto& th : threads) th.join();
+    // One worker thread per CUDA thread of a block, reused for every block: a phase barrier's
+    // completion step (run once, while every worker waits) prepares the next block (fresh
+    // __syncthreads and warp barriers, NaN-filled shared memory) and advances the block index.
+    const unsigned long long blocks = (unsigned long long)d[0] * d[1] * d[2];
+    unsigned long long next = 0;
+    uint3 current{0, 0, 0};
+    bool done = false;
+    auto prepare = [&]() noexcept {
+        if (next == blocks) {
+            done = true;
+            return;
+        }
+        current = {(unsigned)(next % d[0]), (unsigned)((next / d[0]) % d[1]), (unsigned)(next / ((unsigned long long)d[0] * d[1]))};
+        ++next;
+        smem.assign(shared + 16, 0xff);  // NaN-filled: reading unwritten shared memory shows
+        block_bar = std::make_unique<std::barrier<>>(n);
+        warps.clear();
+        for (int w = 0; w * 32 < n; ++w) {
+            auto wp = std::make_unique<Warp>();
+            wp->size = min(32, n - 32 * w);
+            wp->alive = wp->size;
+            wp->bar = std::make_unique<std::barrier<>>(wp->size);
+            warps.push_back(std::move(wp));
+        }
+    };
+    std::barrier<decltype(prepare)> phase(n, prepare);
+    std::vector<std::thread> threads;
+    threads.reserve(n);
+    for (int t = 0; t < n; ++t)
+        threads.emplace_back([&, t] {
+            threadIdx = {(unsigned)(t % d[3]), (unsigned)((t / d[3]) % d[4]), (unsigned)(t / (d[3] * d[4]))};
+            lane = t % 32;
+            warp = t / 32;
+            for (;;) {
+                phase.arrive_and_wait();
+                if (done) return;
+                blockIdx = current;
+                call(k, args, std::index_sequence_for<A...>{});
+                warps[warp]->alive--;
+                warps[warp]->bar->arrive_and_drop();
+                block_bar->arrive_and_drop();
             }
+        });
+    for (auto& th : threads) th.join();
     return errors;
 }
 }  // namespace emu

@@ -40,7 +40,9 @@ from tests import fake_gpu
 GXX = shutil.which("g++")
 HEADER = Path(__file__).with_name("cuda_emu.h")
 GUARD = 4096
-_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:(?:__launch_bounds__\s*\([^)]*\)|[A-Z_]+)\s+)*(\w+)\s*\(')
+_KERNEL = re.compile(
+    r'extern\s+"C"\s+__global__\s+void\s+(?:(?:__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)|[A-Z_]+)\s+)*(\w+)\s*\('
+)
 _DYNAMIC = re.compile(r"extern\s+__shared__\s+(\w+)\s+(\w+)\s*\[\s*\]\s*;")
 _TIMER = 'asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");'
 _CTYPES = {
@@ -127,7 +129,9 @@ def guarded(shape, dtype=np.float64, fill=None):
 
 def _check_guards(kernel: str, arrays) -> None:
     for a in arrays:
-        root = a.base if a.base is not None else a
+        root = a
+        while isinstance(root.base, np.ndarray):  # the allocation this array is a view of
+            root = root.base
         info = _GUARDED.get(id(root))
         if info is None or info[0] is not root:
             continue
@@ -238,4 +242,15 @@ class EmuGPU(fake_gpu.FakeGPU):
             fake_gpu.Array
         )
         cp.ndarray = np.ndarray
+        cp.cuda.function = types.SimpleNamespace(Module=_EmuDriverModule)
         return cp
+
+
+class _EmuDriverModule:
+    """cupy.cuda.function.Module: load_file + get_function, as the module-load variant uses them."""
+
+    def load_file(self, path):
+        self.module = EmuModule(path)
+
+    def get_function(self, name):
+        return self.module.get_function(name)

@@ -10,7 +10,7 @@
 //
 // The kernel walks `warm` hops first (so the set is in the caches it fits in: L1 does not survive
 // from one launch to the next), then times `hops` hops on the chip with clock64 (SM cycles) and
-// %globaltimer (ns); out = {final slot index, cycles, ns}. The final index is checked on the host
+// %globaltimer (ns); out = {final slot index, cycles, ns, hops}. The final index is checked on the host
 // against the permutation (slot order[(warm + hops) % n]), so a kernel that skips or repeats hops
 // fails verification.
 // Napkin math: H100/H200 L1 hit ~30-40 cycles (~20 ns at 1.98 GHz), L2 ~200-270 cycles
@@ -46,6 +46,7 @@ __device__ __forceinline__ void chase(const u64* start, i64 warm, i64 hops, u64 
     out[0] = (reinterpret_cast<u64>(p) - base) / stride;
     out[1] = (u64)(c1 - c0);
     out[2] = ns1 - ns0;
+    out[3] = (u64)hops;
 }
 
 extern "C" __global__ void __launch_bounds__(32)

@@ -18,8 +18,10 @@
 // bias + GELU + residual is 3 kernels and 28 B/elem; fused it is 12 B/elem: 2.33x fewer bytes.
 // Index math runs in 32 bits when n < 2^31 (a 64-bit division costs ~70 instructions, and at
 // 150 G float4/s the budget is ~200 integer instructions per float4).
-// Grid-stride kernels: one resident wave (EW_SM_THREADS per SM, FUSED_SM_THREADS for the chains), float4 when every pointer is 16-B
-// aligned and 4 consecutive elements share their channel (or their channels are consecutive).
+// Grid-stride kernels: one resident wave (EW_SM_THREADS per SM, FUSED_SM_THREADS for the chains,
+// ROW_SM_THREADS for the row kernels, whose loops keep ROW_UNROLL float4 loads in flight), float4
+// when every pointer is 16-B aligned and 4 consecutive elements share their channel (or their
+// channels are consecutive).
 // Build alone: nvcc -std=c++17 -arch=sm_90 -cubin kernels/cuda/elementwise.cu
 #include "common.cuh"
 
@@ -38,8 +40,15 @@
 #ifndef ROW_BLOCK
 #define ROW_BLOCK 512  // softmax_block / layernorm_block: threads per row (a multiple of 32, <= 1024)
 #endif
+#ifndef ROW_SM_THREADS
+#define ROW_SM_THREADS 1024  // the row kernels' resident threads per SM (<= 64 registers each)
+#endif
+#ifndef ROW_UNROLL
+#define ROW_UNROLL 4  // float4 loads a row loop keeps in flight per thread
+#endif
 
 #define FULL_MASK 0xffffffffu
+constexpr int kRowUnroll = ROW_UNROLL;  // #pragma unroll takes a constant expression, not a macro
 #define NEG_INF __int_as_float(0xff800000)  // -infinity (NVRTC has no math.h INFINITY)
 
 __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<u64>(p) & 15u) == 0; }
@@ -282,6 +291,7 @@ __device__ __forceinline__ MaxSum row_maxsum(const float* xr, int cols, int lane
     MaxSum a{NEG_INF, 0.f};
     if (vec) {
         const float4* x4 = reinterpret_cast<const float4*>(xr);
+#pragma unroll(kRowUnroll)
         for (int j = lane; j < cols / 4; j += lanes) {
             const float4 v = __ldg(x4 + j);
             online(a, v.x);
@@ -301,6 +311,7 @@ __device__ __forceinline__ void row_softmax_write(const float* xr, float* yr, in
     if (vec) {
         const float4* x4 = reinterpret_cast<const float4*>(xr);
         float4* y4 = reinterpret_cast<float4*>(yr);
+#pragma unroll(kRowUnroll)
         for (int j = lane; j < cols / 4; j += lanes) {
             const float4 v = __ldg(x4 + j);
             y4[j] = make_float4(expf(v.x - a.m) * inv, expf(v.y - a.m) * inv, expf(v.z - a.m) * inv,
@@ -313,7 +324,7 @@ __device__ __forceinline__ void row_softmax_write(const float* xr, float* yr, in
 
 // grid-stride over rows, ROW_WARPS rows per block, one warp per row (the loop condition is uniform
 // in a warp, so every shuffle has all 32 lanes)
-extern "C" __global__ void __launch_bounds__(ROW_WARPS * 32)
+extern "C" __global__ void __launch_bounds__(ROW_WARPS * 32, ROW_SM_THREADS / (ROW_WARPS * 32))
 softmax_warp(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {
     const int lane = threadIdx.x & 31;
     const bool vec = cols % 4 == 0 && aligned16(x) && aligned16(y);
@@ -324,7 +335,7 @@ softmax_warp(const float* __restrict__ x, float* __restrict__ y, int rows, int c
     }
 }
 
-extern "C" __global__ void __launch_bounds__(ROW_BLOCK)
+extern "C" __global__ void __launch_bounds__(ROW_BLOCK, ROW_SM_THREADS / ROW_BLOCK)
 softmax_block(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {
     __shared__ MaxSum part[ROW_BLOCK / 32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -362,6 +373,7 @@ __device__ __forceinline__ Sums row_sums(const float* xr, int cols, int lane, in
     Sums a{0.f, 0.f};
     if (vec) {
         const float4* x4 = reinterpret_cast<const float4*>(xr);
+#pragma unroll(kRowUnroll)
         for (int j = lane; j < cols / 4; j += lanes) {
             const float4 v = __ldg(x4 + j);
             const float d0 = v.x - K, d1 = v.y - K, d2 = v.z - K, d3 = v.w - K;
@@ -384,6 +396,7 @@ __device__ __forceinline__ void row_norm_write(const float* xr, const float* g, 
         const float4 *x4 = reinterpret_cast<const float4*>(xr), *g4 = reinterpret_cast<const float4*>(g),
                      *b4 = reinterpret_cast<const float4*>(b);
         float4* y4 = reinterpret_cast<float4*>(yr);
+#pragma unroll(kRowUnroll)
         for (int j = lane; j < cols / 4; j += lanes) {
             const float4 v = __ldg(x4 + j), gg = __ldg(g4 + j), bb = __ldg(b4 + j);
             y4[j] = make_float4(fmaf((v.x - mean) * rstd, gg.x, bb.x), fmaf((v.y - mean) * rstd, gg.y, bb.y),
@@ -401,7 +414,7 @@ __device__ __forceinline__ void mean_rstd(Sums a, int cols, float K, float eps, 
     rstd = rsqrtf(fmaxf(a.q / cols - m1 * m1, 0.f) + eps);
 }
 
-extern "C" __global__ void __launch_bounds__(ROW_WARPS * 32)
+extern "C" __global__ void __launch_bounds__(ROW_WARPS * 32, ROW_SM_THREADS / (ROW_WARPS * 32))
 layernorm_warp(const float* __restrict__ x, const float* __restrict__ g, const float* __restrict__ b,
                float* __restrict__ y, int rows, int cols, float eps) {
     const int lane = threadIdx.x & 31;
@@ -415,7 +428,7 @@ layernorm_warp(const float* __restrict__ x, const float* __restrict__ g, const f
     }
 }
 
-extern "C" __global__ void __launch_bounds__(ROW_BLOCK)
+extern "C" __global__ void __launch_bounds__(ROW_BLOCK, ROW_SM_THREADS / ROW_BLOCK)
 layernorm_block(const float* __restrict__ x, const float* __restrict__ g, const float* __restrict__ b,
                 float* __restrict__ y, int rows, int cols, float eps) {
     __shared__ Sums part[ROW_BLOCK / 32];

@@ -46,7 +46,15 @@ from ...registry import Case, Variant, register
 from ...work import Work
 
 SOURCE = "elementwise.cu"
-KNOBS = {"EW_BLOCK": 256, "EW_SM_THREADS": 2048, "FUSED_SM_THREADS": 1536, "ROW_WARPS": 8, "ROW_BLOCK": 512}
+KNOBS = {
+    "EW_BLOCK": 256,
+    "EW_SM_THREADS": 2048,
+    "FUSED_SM_THREADS": 1536,
+    "ROW_WARPS": 8,
+    "ROW_BLOCK": 512,
+    "ROW_SM_THREADS": 1024,
+    "ROW_UNROLL": 4,
+}
 EW_BLOCK = KNOBS["EW_BLOCK"]
 WARP_ROW_MAX = 1024  # rows up to this many columns get one warp each, longer rows a block
 # resident threads per SM each launcher fills (checked against ptxas registers in the tests)
@@ -59,10 +67,10 @@ SM_THREADS = {
     "ew_channel_affine": KNOBS["EW_SM_THREADS"],
     "fused_bias_gelu_residual": KNOBS["FUSED_SM_THREADS"],
     "fused_bn_add_relu": KNOBS["FUSED_SM_THREADS"],
-    "softmax_warp": 2048,
-    "layernorm_warp": 2048,
-    "softmax_block": 2048,
-    "layernorm_block": 2048,
+    "softmax_warp": KNOBS["ROW_SM_THREADS"],
+    "layernorm_warp": KNOBS["ROW_SM_THREADS"],
+    "softmax_block": KNOBS["ROW_SM_THREADS"],
+    "layernorm_block": KNOBS["ROW_SM_THREADS"],
 }
 BLOCK_OF = {
     "softmax_warp": 32 * KNOBS["ROW_WARPS"],
@@ -127,7 +135,7 @@ def _row_kernel(which, rows, cols, args):
     name = f"{which}_{kind}"
     block = BLOCK_OF[name]
     per_block = block // 32 if kind == "warp" else 1
-    grid = max(1, min(cdiv(rows, per_block), loader.one_wave(block, SM_THREADS[name]) * 8))
+    grid = max(1, min(cdiv(rows, per_block), loader.one_wave(block, SM_THREADS[name])))  # one wave, rows in turn
     loader.launch(_fn(name), grid, block, args, name)
 
 
