@@ -238,11 +238,12 @@ class EmuGPU(fake_gpu.FakeGPU):
             shape, dtype if dtype is not None else np.asarray(value).dtype, value
         )
         cp.random = types.SimpleNamespace(default_rng=_GuardedRng)
-        cp.matmul = lambda a, b, out=None: np.matmul(a, b, out=out) if out is not None else np.matmul(a, b).view(
-            fake_gpu.Array
+        cp.matmul = lambda a, b, out=None: (
+            np.matmul(a, b, out=out) if out is not None else np.matmul(a, b).view(fake_gpu.Array)
         )
         cp.ndarray = np.ndarray
         cp.cuda.function = types.SimpleNamespace(Module=_EmuDriverModule)
+        cp.cuda.runtime.getDevice = lambda: 0
         return cp
 
 

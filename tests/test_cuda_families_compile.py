@@ -262,7 +262,9 @@ def test_knobs_change_what_is_compiled(tmp_path):
     for kb in (8, 16):
         out = tmp_path / f"conv{kb}.ptx"
         opts = compiler.options({**conv.KNOBS, "DT_KB": kb})
-        p = subprocess.run([NVCC, *opts, "-arch=sm_90", "--ptx", "-o", str(out), str(src)], capture_output=True, text=True)
+        p = subprocess.run(
+            [NVCC, *opts, "-arch=sm_90", "--ptx", "-o", str(out), str(src)], capture_output=True, text=True
+        )
         assert p.returncode == 0, p.stderr
         body = out.read_text().split(".entry conv_tiled")[1].split(".entry")[0]
         counts[kb] = body.count("fma.rn.f32")

@@ -107,7 +107,12 @@ def _patched(monkeypatch, source, old, new):
 def test_a_missing_barrier_is_caught(emu, monkeypatch):
     """conv_tiled without the barrier between filling and reading its shared tile reads shared
     memory no thread has written yet (NaN-filled in the emulation): verification fails."""
-    _patched(monkeypatch, "conv.cu", "        __syncthreads();\n        for (int c = 0; c < cn; ++c) {", "        for (int c = 0; c < cn; ++c) {")
+    _patched(
+        monkeypatch,
+        "conv.cu",
+        "        __syncthreads();\n        for (int c = 0; c < cn; ++c) {",
+        "        for (int c = 0; c < cn; ++c) {",
+    )
     v = rooflab.get_variant("cuda.conv.02-direct-tiled")
     shape = checks.CONV_SHAPES[1]
     x, w, out = v.inputs(shape)

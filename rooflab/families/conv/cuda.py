@@ -65,7 +65,10 @@ TOLERANCE_FACTOR = {"cuda.conv.06-winograd-f4x4": 10.0}  # x the dtype's rtol
 
 # Arithmetic of the Winograd transforms as written in conv.cu (FMA = 2 FLOP): per tile and input
 # channel (B^T d B), per tile and output channel (A^T M A), per (k, c) filter (G g G^T).
-WINOGRAD_TRANSFORM_FLOPS = {2: {"input": 32, "output": 24, "filter": 42}, 4: {"input": 288, "output": 130, "filter": 153}}
+WINOGRAD_TRANSFORM_FLOPS = {
+    2: {"input": 32, "output": 24, "filter": 42},
+    4: {"input": 288, "output": 130, "filter": 153},
+}
 
 
 @dataclass(frozen=True)
@@ -474,28 +477,71 @@ def _applies_fft(s: Spec, name: str) -> None:
 
 LADDER = [
     # number, technique, description, implementation, applicability check, dtypes
-    (0, "cupy-im2col-cublas", "library path: cupy im2col (strided view + copy) + cuBLAS GEMM; "
-     "cuDNN unavailable (CuPy v14 removed its binding)", _library, _applies_any, ("float32", "float64")),
-    (1, "direct-naive", "direct, one thread per output, operands from global memory", _naive, _applies_any,
-     ("float32",)),
-    (2, "direct-tiled", "direct, 16 output channels per thread in registers, input tile and weights in "
-     "shared memory", _tiled, _applies_tiled, ("float32",)),
-    (3, "direct-depthwise", "depthwise (groups == C), input plane tile in shared memory", _depthwise,
-     _applies_depthwise, ("float32",)),
+    (
+        0,
+        "cupy-im2col-cublas",
+        "library path: cupy im2col (strided view + copy) + cuBLAS GEMM; "
+        "cuDNN unavailable (CuPy v14 removed its binding)",
+        _library,
+        _applies_any,
+        ("float32", "float64"),
+    ),
+    (
+        1,
+        "direct-naive",
+        "direct, one thread per output, operands from global memory",
+        _naive,
+        _applies_any,
+        ("float32",),
+    ),
+    (
+        2,
+        "direct-tiled",
+        "direct, 16 output channels per thread in registers, input tile and weights in shared memory",
+        _tiled,
+        _applies_tiled,
+        ("float32",),
+    ),
+    (
+        3,
+        "direct-depthwise",
+        "depthwise (groups == C), input plane tile in shared memory",
+        _depthwise,
+        _applies_depthwise,
+        ("float32",),
+    ),
     (4, "im2col-cublas", "rooflab im2col kernel + one cuBLAS GEMM", _im2col, _applies_any, ("float32",)),
-    (5, "winograd-f2x2", "Winograd F(2x2,3x3): transform kernels + 16 batched cuBLAS GEMMs", _winograd(2),
-     _applies_winograd, ("float32",)),
-    (6, "winograd-f4x4", "Winograd F(4x4,3x3): transform kernels + 36 batched cuBLAS GEMMs", _winograd(4),
-     _applies_winograd, ("float32",)),
-    (7, "fft", "FFT convolution through cuFFT: smooth-size padding, overlap-save tiles, per-bin complex GEMM",
-     _fft, _applies_fft, ("float32",)),
+    (
+        5,
+        "winograd-f2x2",
+        "Winograd F(2x2,3x3): transform kernels + 16 batched cuBLAS GEMMs",
+        _winograd(2),
+        _applies_winograd,
+        ("float32",),
+    ),
+    (
+        6,
+        "winograd-f4x4",
+        "Winograd F(4x4,3x3): transform kernels + 36 batched cuBLAS GEMMs",
+        _winograd(4),
+        _applies_winograd,
+        ("float32",),
+    ),
+    (
+        7,
+        "fft",
+        "FFT convolution through cuFFT: smooth-size padding, overlap-save tiles, per-bin complex GEMM",
+        _fft,
+        _applies_fft,
+        ("float32",),
+    ),
 ]
 NAMES = {tech: f"cuda.conv.{num:02d}-{tech}" for num, tech, *_ in LADDER}
 
 
 def check_applies(name: str, s: Spec) -> None:
     """RooflabError when variant ``name`` cannot compute ``s`` (Winograd with 5x5 or stride 2, ...)."""
-    for num, tech, _, _, applies, _ in LADDER:
+    for _num, tech, _, _, applies, _ in LADDER:
         if NAMES[tech] == name:
             applies(s, name)
             return
@@ -562,8 +608,20 @@ for _num, _tech, _desc, _impl, _applies, _dtypes in LADDER:
 
 def _shape(N, C, H, K, R, stride=1, pad=None, groups=1, W=None):
     pad = R // 2 if pad is None else pad
-    return {"N": N, "C": C, "H": H, "W": W or H, "K": K, "R": R, "S": R, "stride_h": stride, "stride_w": stride,
-            "pad_h": pad, "pad_w": pad, "groups": groups}
+    return {
+        "N": N,
+        "C": C,
+        "H": H,
+        "W": W or H,
+        "K": K,
+        "R": R,
+        "S": R,
+        "stride_h": stride,
+        "stride_w": stride,
+        "pad_h": pad,
+        "pad_w": pad,
+        "groups": groups,
+    }
 
 
 RESNET_3X3 = [(64, 56), (128, 28), (256, 14), (512, 7)]  # C = K, H = W, stride 1, pad 1
@@ -594,7 +652,7 @@ def cases(quick: bool, threads=None) -> list[Case]:
     """Every variant that applies to every layer (refusals are skipped here, not measured)."""
     out = []
     for label, shape in layers(quick):
-        for num, tech, _, _, applies, _ in LADDER:
+        for _num, tech, _, _, applies, _ in LADDER:
             name = NAMES[tech]
             s = spec_from_shape(name, shape)
             try:

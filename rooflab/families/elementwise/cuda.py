@@ -96,8 +96,18 @@ BYTES_PER_ELEMENT = {
     "bias_gelu_residual/unfused": (16, 12),  # x+bias (4, 4), gelu (4, 4), +res (8, 4)
     "bn_add_relu/unfused": (16, 12),  # affine (4, 4), +res (8, 4), relu (4, 4)
 }
-LAUNCHES = {"unfused": 3, "cupy": {"gelu": 9, "batchnorm": 2, "batchnorm_nhwc": 2, "softmax": 5, "layernorm": 9,
-                                   "bias_gelu_residual": 11, "bn_add_relu": 4}}
+LAUNCHES = {
+    "unfused": 3,
+    "cupy": {
+        "gelu": 9,
+        "batchnorm": 2,
+        "batchnorm_nhwc": 2,
+        "softmax": 5,
+        "layernorm": 9,
+        "bias_gelu_residual": 11,
+        "bn_add_relu": 4,
+    },
+}
 FLOPS_PER_ELEMENT = {
     "add": 1,
     "scale": 1,
@@ -199,7 +209,7 @@ def _scratch(x):
     """One intermediate buffer like ``x`` for the unfused chains (kept for the next call of the same
     shape, so the timed calls allocate nothing). Each pass reads one buffer and writes another: the
     kernels' __restrict__ pointers never alias."""
-    key = (x.shape, x.dtype.str, loader.device_arch())
+    key = (x.shape, x.dtype.str, cupy().cuda.runtime.getDevice())
     buf = _WORKSPACE.get(key)
     if buf is None:
         _WORKSPACE.clear()
@@ -345,8 +355,9 @@ REFERENCES = {
     "batchnorm_nhwc": lambda x, scale, shift, out=None, **_: _affine_ref("NHWC", x, scale, shift),
     "softmax": lambda x, out=None, **_: softmax_ref(array_module(x), x),
     "layernorm": lambda x, gamma, beta, out=None, eps=EPS, **_: layernorm_ref(array_module(x), x, gamma, beta, eps),
-    "bias_gelu_residual": lambda x, bias, res, out=None, **_: gelu_ref(array_module(x), _f64(x) + _f64(bias))
-    + _f64(res),
+    "bias_gelu_residual": lambda x, bias, res, out=None, **_: (
+        gelu_ref(array_module(x), _f64(x) + _f64(bias)) + _f64(res)
+    ),
     "bn_add_relu": lambda x, scale, shift, res, out=None, **_: array_module(x).maximum(
         _affine_ref("NCHW", x, scale, shift) + _f64(res), 0.0
     ),
@@ -517,8 +528,13 @@ for _op, _tech, _lib, _unfused, _fused in (
 ):
     VARIANTS[_op, "cupy"] = _make(0, f"cupy-{_tech}", _op, _lib, f"cupy ops ({_tech})", LIB, kind="cupy")
     VARIANTS[_op, "unfused"] = _make(
-        1, f"unfused-{_tech}", _op, _unfused, "three rooflab kernels, intermediates in memory (28 B/elem)",
-        work_key=f"{_op}/unfused", kind="unfused",
+        1,
+        f"unfused-{_tech}",
+        _op,
+        _unfused,
+        "three rooflab kernels, intermediates in memory (28 B/elem)",
+        work_key=f"{_op}/unfused",
+        kind="unfused",
     )
     VARIANTS[_op, "fused"] = _make(2, f"fused-{_tech}", _op, _fused, "one fused kernel (12 B/elem)")
 
@@ -530,9 +546,10 @@ RESNET_BN = [(64, 112), (256, 56), (512, 28), (1024, 14), (2048, 7)]
 
 
 def cases(quick: bool, threads=None) -> list[Case]:
-    """DRAM-sized arrays (>= 8x an H200's 50 MiB L2), transformer and ResNet shapes, a small size
-    where launch overhead shows, both layouts of batch norm, both chains fused and unfused."""
-    big = 1 << 24 if quick else 1 << 26  # 64 MiB / 256 MiB of float32 per array
+    """DRAM-sized arrays (256 MiB per array, 5x an H200's 50 MiB L2; 128 MiB quick), transformer
+    and ResNet shapes, a small size where launch overhead shows, both layouts of batch norm, both
+    chains fused and unfused."""
+    big = 1 << 25 if quick else 1 << 26  # float32 elements per array
     small = 1 << 12
     out = []
 
