@@ -3,7 +3,7 @@
 # preinstalled, no network). Installs rooflab without dependencies, runs the GPU and compile tests,
 # runs the CUDA family tests and quick suites (figures in gpu-families.json), runs
 # `rooflab run --device cuda --quick`, and leaves the JSON, the roofline and a log in OUTDIR
-# (at most 8 files, all at the top of OUTDIR). Budget: under 8 minutes (steps capped at 240 + 180
+# (at most 8 files, all at the top of OUTDIR). Budget: under 8 minutes (steps capped at 240 + 150
 # + 240 s; typically well below).
 #
 #   usage: scripts/device_check.sh OUTDIR
@@ -33,7 +33,7 @@ timeout 240 $py -m pytest -q -p no:cacheprovider ${ROOFLAB_CHECK_TESTS:-tests/te
 tests_rc=$?
 
 echo "== CUDA family tests (conv, elementwise, chase, launch, transfer) and their quick suites"
-ROOFLAB_FAMILY_FIGURES="$out/gpu-families.json" timeout 180 $py -m pytest -q -p no:cacheprovider \
+ROOFLAB_FAMILY_FIGURES="$out/gpu-families.json" timeout 150 $py -m pytest -q -p no:cacheprovider \
   ${ROOFLAB_CHECK_FAMILY_TESTS:-tests/test_cuda_families_gpu.py}
 families_rc=$?
 
