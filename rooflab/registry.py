@@ -167,22 +167,29 @@ def check_cases(cases: list[Case]) -> list[Case]:
     return cases
 
 
-def family_suites() -> list[str]:
-    """Families that declare a suite (``cases(quick, threads)`` in their package): `rooflab run --suite NAME`."""
-    _load()
+def _suite_modules(family: str, device: str | None = None) -> list:
+    """Modules of a family that declare ``cases(quick, threads)``: the package, and its per-device
+    module (``families/<family>/cuda.py``) where the device's suite differs."""
     out = []
-    for name in sorted({v.family for v in _REGISTRY.values()}):
+    for suffix in ("", *((f".{device}",) if device else (".cpu", ".cuda"))):
         try:
-            mod = importlib.import_module(f"{__package__}.families.{name}")
+            mod = importlib.import_module(f"{__package__}.families.{family}{suffix}")
         except ImportError:
             continue
-        if callable(getattr(mod, "cases", None)):
-            out.append(name)
+        if callable(getattr(mod, "cases", None)) and mod not in out:
+            out.append(mod)
     return out
+
+
+def family_suites() -> list[str]:
+    """Families that declare a suite: `rooflab run --suite NAME`."""
+    _load()
+    return [name for name in sorted({v.family for v in _REGISTRY.values()}) if _suite_modules(name)]
 
 
 def family_cases(family: str, device: str, quick: bool, threads: list[int]) -> list[Case]:
     """The cases of a family's suite that run on ``device``, checked against the registry."""
-    mod = importlib.import_module(f"{__package__}.families.{family}")
-    cases = [c for c in mod.cases(quick=quick, threads=threads) if get_variant(c.variant).device == device]
+    cases = []
+    for mod in _suite_modules(family, device):
+        cases += [c for c in mod.cases(quick=quick, threads=threads) if get_variant(c.variant).device == device]
     return check_cases(cases)

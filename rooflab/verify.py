@@ -125,3 +125,8 @@ def check(got, expected, dtype=None, what: str = "result", rtol=None, atol=None,
             f"{index(flat)}: got {gv!r}, expected {ev!r} (abs err {err:.3g}, |ref| max {scale:.3g})"
         )
     return report
+
+
+def check_device(got, expected, dtype, what: str, rtol=None, atol=None) -> dict:
+    """``check`` with positional dtype: the call shape of the GPU family tests."""
+    return check(got, expected, dtype=dtype, what=what, rtol=rtol, atol=atol)

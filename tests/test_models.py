@@ -168,7 +168,7 @@ def test_every_op_kind_runs_through_its_variants(raw):
     for v in library + mine:
         shape = measure._shape(op)
         inputs = v.inputs(shape, np.dtype(measure.executed_dtype(op, v)), seed=1)
-        rec = driver.measure(v, inputs, params={k: shape[k] for k in v.defaults if k in shape}, reps=1)
+        rec = driver.measure(v, inputs, params=measure.op_params(v, shape), reps=1)
         if v.library:
             assert rec.status == "ok", rec.error
         else:

@@ -44,6 +44,7 @@ SM_THREADS = {
     "wgmma_f16": 128 * WGMMA_PER_SM,
     "wgmma_bf16": 128 * WGMMA_PER_SM,
     "empty_kernel": 32,
+    "launch_tick": 32,  # launch.cu's countable empty kernel (rooflab/families/launch/cuda.py)
 }
 
 

@@ -79,15 +79,20 @@ def builds() -> list[dict]:
 def launch(fn, grid, block, args, what: str, sync: bool = False, shared_mem: int = 0):
     """Launch (asynchronously unless ``sync``); a CUDA error becomes a RooflabError naming it, so
     the suite records it and goes on. Errors of an asynchronous launch surface at the next
-    synchronisation (the verification that follows every first launch, or the timer's event)."""
+    synchronisation (the verification that follows every first launch, or the timer's event).
+    ``grid`` and ``block`` are an int or a tuple of up to 3 ints (x, y, z)."""
     try:
-        fn((int(grid),), (int(block),), args, shared_mem=int(shared_mem))
+        fn(_dims(grid), _dims(block), args, shared_mem=int(shared_mem))
         if sync:
             import cupy
 
             cupy.cuda.get_current_stream().synchronize()
     except Exception as e:
         raise RooflabError(f"{what}: launch failed: {cuda_error(e)}") from None
+
+
+def _dims(d) -> tuple:
+    return tuple(int(x) for x in d) if isinstance(d, (tuple, list)) else (int(d),)
 
 
 def cuda_error(e: BaseException) -> str:

@@ -85,13 +85,23 @@ def _footprint(op: dict) -> int:
     return int(2 * base + 8 * ops.output_numel(op))
 
 
+def op_params(variant, shape: dict) -> dict:
+    """The variant's parameters an op shape sets: fields named like its defaults, and a conv's
+    stride and padding (one number when both axes agree, else a pair)."""
+    s = dict(shape)
+    for k in ("stride", "pad"):
+        if f"{k}_h" in s:
+            s[k] = s[f"{k}_h"] if s[f"{k}_h"] == s[f"{k}_w"] else (s[f"{k}_h"], s[f"{k}_w"])
+    return {k: s[k] for k in variant.defaults if k in s}
+
+
 def measure_one(driver, variant, op, *, threads, roofs, flush, cold_samples) -> dict:
     """Verify, time warm and cold, place. Raises RooflabError when the variant refuses the op."""
     dtype = executed_dtype(op, variant)
     op_x = {**op, "dtype": dtype}
     shape = _shape(op)
     inputs = variant.inputs(shape, np.dtype(dtype), seed=0, threads=threads)
-    params = {k: shape[k] for k in variant.defaults if k in shape}
+    params = op_params(variant, shape)
     label = f"{op.get('model') or ''} {op['name']} [{variant.name}]".strip()
     warm = driver.measure(variant, inputs, threads=threads, params=params, label=label, shape=shape, reps=1)
     if warm.status != "ok":

@@ -1,0 +1,1 @@
+"""Host <-> device transfers (issue 14): CUDA only, in ``cuda.py`` (``cuda.cases`` is the suite)."""
