@@ -4,14 +4,20 @@ from ._common import bench_params, prepared, thread_counts
 
 
 def _build(model, layer):
-    from rooflab.models import catalog, execute
+    """Variant 0 (the framework path) of the op's kind on the op's shape, verified once."""
+    import numpy as np
+
+    from rooflab.models import catalog, measure
     from rooflab.verify import check
 
-    ops = catalog.model_ops(model)
-    op = next(o for o in ops if o["name"] == layer)
-    impl = execute.build(op)
-    check(impl.run(), impl.reference(), dtype=op["dtype"], rtol=2e-3, atol=2e-3, what=layer)
-    return impl
+    op = next(o for o in catalog.model_ops(model) if o["name"] == layer)
+    (v,), _ = measure.variants_for(op, "cpu")
+    shape = measure._shape(op)
+    inputs = v.inputs(shape, np.dtype(measure.executed_dtype(op, v)), seed=0)
+    params = measure.op_params(v, shape)
+    expected = v.reference(*inputs, **params)
+    check(v.kernel(*inputs, **params), expected, what=f"{layer} [{v.name}]", kind=v.tolerance)
+    return lambda: v.kernel(*inputs, **params)
 
 
 class ModelOpCPU:
@@ -23,8 +29,8 @@ class ModelOpCPU:
         from threadpoolctl import threadpool_limits
 
         model, layer = key.split(":", 1)
-        self.impl = prepared(("model", key), lambda: _build(model, layer))
+        self.run = prepared(("model", key), lambda: _build(model, layer))
         self._limit = threadpool_limits(thread_counts()[-1], user_api="blas")
 
     def time_op(self, key):
-        self.impl.run()
+        self.run()

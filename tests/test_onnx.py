@@ -231,8 +231,9 @@ def test_erf_gelu_silu_and_data_movement_map_without_unsupported_nodes():
     ],
 )
 def test_new_kinds_run_through_numpy_and_match_float64(kind):
-    from rooflab import verify
-    from rooflab.models import execute
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
+    from rooflab.models import measure
 
     shape = {"numel": 4 * 6 * 8}
     if kind in ("mul", "sub", "div"):
@@ -240,8 +241,8 @@ def test_new_kinds_run_through_numpy_and_match_float64(kind):
     if kind == "transpose":
         shape.update(cols=6, inner=8)
     op = opsmod.normalize({"kind": kind, "shape": shape, "dtype": "float32"})
-    impl = execute.build(op)
-    expected = impl.reference()
-    got = impl.run()
-    verify.check(got, expected, dtype=got.dtype, what=kind)
-    assert impl.dispatches >= 1
+    (v,), _ = measure.variants_for(op, "cpu")
+    driver = Driver(cpu_backend(probe=False), Settings(budget_s=0.0, min_samples=1, max_attempts=1))
+    rec = driver.measure(v, v.inputs(op["shape"], np.float32), reps=1)
+    assert rec.status == "ok", rec.error
+    assert rec.work["launches"] >= 1

@@ -1,5 +1,5 @@
 """CPU variants of the `elementwise` family: numpy (variant 00, the framework path of
-rooflab/models/execute.py) and numba single-pass kernels (kernels/cpu/elementwise.py).
+the 0.1 model-op path) and numba single-pass kernels (kernels/cpu/elementwise.py).
 
   cpu.elementwise.<op>.00-numpy             the ufunc sequence frameworks run, one pass per ufunc:
                                             gelu 9, softmax 5, layernorm 9, batchnorm 2 passes
@@ -71,7 +71,7 @@ def _no_overlap(name, target, what="out", **inputs):
             )
 
 
-# ---- numpy: the framework path (formulas of rooflab/models/execute.py) ----------------------------
+# ---- numpy: the framework path (formulas of the 0.1 model-op path) ----------------------------
 
 
 def _np_gelu_into(x, y):

@@ -3,7 +3,7 @@ single-pass kernel gets to the HBM roof next to cupy's several passes, what fusi
 the layout of a channel-wise op changes.
 
 Each op has its own ladder (``op`` names it, so "% of the library" is per op):
-  cuda.elementwise.00-cupy-<op>        the library: the numpy formulas of rooflab/models/execute.py
+  cuda.elementwise.00-cupy-<op>        the library: the numpy formulas of the 0.1 model-op path
                                        run with cupy (one cupy kernel per call: GELU 9, softmax 5,
                                        layer norm 8)
   cuda.elementwise.01-kernel-<op>      one rooflab kernel (kernels/cuda/elementwise.cu)
@@ -237,7 +237,7 @@ def _k_bar_unfused(x, scale, shift, res, out, **_):
     _launch("ew_relu", x.size, (t, out, n))
 
 
-# ---- the library (cupy, the numpy formulas of models/execute.py) -----------------------------------
+# ---- the library (cupy, the numpy formulas of the 0.1 model-op path) -----------------------------------
 
 
 def _c_add(a, b, out, **_):
@@ -253,7 +253,7 @@ def _c_relu(x, out, **_):
 
 
 def _gelu_passes(cp, x, out):
-    """execute.py's tanh-GELU: 9 cupy calls, the cube and the tanh through a temporary."""
+    """the 0.1 path's tanh-GELU: 9 cupy calls, the cube and the tanh through a temporary."""
     t = cp.multiply(x, x)
     cp.multiply(t, x, out=t)
     cp.multiply(t, x.dtype.type(GELU_C1), out=t)
