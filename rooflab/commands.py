@@ -182,7 +182,14 @@ def cmd_run(args) -> int:
             if not args.no_plot:
                 from . import plots
 
-                files = plots.all_plots(writer.data, writer.path.with_suffix(""), ops=writer.data.get("ops_placed"))
+                if suite in ("ceilings", "models"):
+                    files = plots.all_plots(writer.data, writer.path.with_suffix(""), ops=writer.data.get("ops_placed"))
+                else:
+                    from . import family_report
+
+                    files = family_report.chart(writer.data, writer.path.with_suffix(""), _newest_ceilings(out, writer))
+            if suite not in ("ceilings", "models"):
+                _family_summary(writer.data)
             if suite == "ceilings":
                 _summary(writer.data)
                 _agreement(writer, out)
@@ -243,6 +250,41 @@ def _run_suite(suite, device, driver, writer, args, threads, max_ws, progress):
         progress.start(len(cases))
         driver.run(cases, writer, progress)
         progress.done(None)
+        from . import family_report
+
+        family_report.add_pct_of_library(writer.data["records"])
+        writer.save()
+
+
+def _newest_ceilings(out: Path, writer) -> dict | None:
+    """This machine's newest ceilings result, drawn across a family's chart (None if there is none)."""
+    from .models.measure import find_ceilings
+
+    try:
+        return find_ceilings(out, writer.data["machine"]["id"], writer.data["device"], None)[0]
+    except RooflabError:
+        return None
+
+
+def _family_summary(data: dict) -> None:
+    """Every rung of a family run with its figure and % of the library on the same case."""
+    from rich.table import Table
+
+    from . import family_report
+
+    family_report.add_pct_of_library(data["records"])
+    t = Table(title=f"{data['suite']} ({data['machine']['id']}, {data['device']})")
+    for col in ("variant", "case", "figure", "% of library", "status"):
+        t.add_column(col, justify="right" if col in ("figure", "% of library") else "left")
+    for variant, label, value, unit, pct, status in family_report.table(data["records"]):
+        t.add_row(
+            variant,
+            label,
+            "-" if value is None else f"{value:.4g} {unit}",
+            "-" if pct is None else f"{pct:.0f}%",
+            status,
+        )
+    _console().print(t)
 
 
 def _summary(data: dict) -> None:
