@@ -16,7 +16,7 @@ kernel architecture that ran is printed.
 
 Run:
     python scripts/gemm_vs_blas.py                                  # n=2048 FP32+FP64, 1 and 2 threads
-    python scripts/gemm_vs_blas.py --shapes 1x768x3072 --variants 05  # GPT-2 decode GEMV (GB/s)
+    python scripts/gemm_vs_blas.py --shapes 1x768x3072 --cold --roof    # decode GEMV vs the DRAM roof
     python scripts/gemm_vs_blas.py --shapes 512,1024 --dtypes float32 --threads 1 --runs 9 --json out.json
 """
 
@@ -49,45 +49,78 @@ def cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def measure(variants, shape, dtype, threads, runs, sample_s):
+def llc_bytes() -> int:
+    from rooflab import machine
+
+    c = machine.llc(machine.read_caches())
+    return int(c["size_bytes"]) if c else 32 << 20
+
+
+def measure(variants, shape, dtype, threads, runs, sample_s, cold=False, roof=False):
+    """Verify every variant, then time them in interleaved rounds. ``cold``: rotate over input
+    copies totalling > 2x the last-level cache, so operands come from DRAM; ``roof``: time
+    rooflab's cpu.stream.read on a 4x LLC array in the same rounds (the DRAM read roof)."""
+    import rooflab
     from rooflab import verify
     from rooflab.threads import use_threads
 
     v0 = variants[0]
-    ins = v0.inputs(shape, dtype, seed=1)
-    expected = v0.reference(*ins)
-    work1 = v0.work(*ins)
+    sets = [v0.inputs(shape, dtype, seed=1)]
+    work1 = v0.work(*sets[0])
+    if cold:
+        copies = max(2, -(-2 * llc_bytes() // max(1, int(work1.bytes_read))) + 1)
+        sets += [tuple(x.copy() for x in sets[0]) for _ in range(copies - 1)]
+    expected = v0.reference(*sets[0])
+    entries = []
     out = {}
+    for v in variants:
+
+        def call(r, v=v):
+            for i in range(r):
+                v.kernel(*sets[i % len(sets)], threads=threads)
+
+        entries.append((v.name, call, work1))
+    if roof:
+        sr = rooflab.get_variant("cpu.stream.read")
+        (arr,) = sr.inputs(4 * llc_bytes() // 8, "float64")
+        entries.append(("DRAM read roof (cpu.stream.read)", lambda r: sr.kernel(arr, reps=r, threads=threads), None))
+        roof_work = sr.work(arr)
     with use_threads(threads):
-        reps = {}
-        for v in variants:  # verify (this call also compiles), then size the samples
-            got = v.kernel(*ins, threads=threads)
+        for v in variants:  # verify (this call also compiles) before anything is timed
+            got = v.kernel(*sets[0], threads=threads)
             out[v.name] = {"verification": verify.check(got, expected, dtype=dtype, what=v.name)}
-            t0 = time.perf_counter()
-            v.kernel(*ins, threads=threads)
-            reps[v.name] = max(1, int(sample_s / max(time.perf_counter() - t0, 1e-7)))
         del expected, got
-        times = {v.name: [] for v in variants}
+        reps = {}
+        for name, call, _ in entries:  # warm up, then size each sample to ~sample_s
+            call(1)
+            t0 = time.perf_counter()
+            call(1)
+            reps[name] = max(len(sets), int(sample_s / max(time.perf_counter() - t0, 1e-7)))
+        times = {name: [] for name, _, _ in entries}
         wall0, cpu0 = time.perf_counter(), cpu_seconds()
         for _ in range(runs):
-            for v in variants:
-                r = reps[v.name]
+            for name, call, _ in entries:
+                r = reps[name]
                 t0 = time.perf_counter()
-                v.kernel(*ins, reps=r, threads=threads)
-                times[v.name].append((time.perf_counter() - t0) / r)
+                call(r)
+                times[name].append((time.perf_counter() - t0) / r)
         share = (cpu_seconds() - cpu0) / ((time.perf_counter() - wall0) * threads)
     base = float(np.median(times[v0.name]))
-    for v in variants:
-        t = np.array(times[v.name])
+    roof_gbps = roof_work.bytes / float(np.median(times[entries[-1][0]])) / 1e9 if roof else None
+    for name, _, w in entries:
+        t = np.array(times[name])
         med = float(np.median(t))
-        out[v.name].update(
+        w = w or roof_work
+        out.setdefault(name, {}).update(
             median_s=med,
             p20_s=float(np.percentile(t, 20)),
             p80_s=float(np.percentile(t, 80)),
-            gflops=work1.flops / med / 1e9,
-            gbps=work1.bytes / med / 1e9,
+            gflops=w.flops / med / 1e9,
+            gbps=w.bytes / med / 1e9,
             ratio=base / med,
-            reps=reps[v.name],
+            of_roof=(w.bytes / med / 1e9) / roof_gbps if roof else None,
+            reps=reps[name],
+            copies=len(sets),
             samples_s=t.tolist(),
         )
     return out, share
@@ -101,6 +134,8 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", default="04,05", help="rung numbers compared with 00 (default 04,05)")
     ap.add_argument("--runs", type=int, default=7, help="interleaved rounds; medians over them (default 7)")
     ap.add_argument("--sample", type=float, default=0.05, help="seconds per timed sample (default 0.05)")
+    ap.add_argument("--cold", action="store_true", help="rotate input copies > 2x LLC: operands from DRAM")
+    ap.add_argument("--roof", action="store_true", help="also time the DRAM read roof (cpu.stream.read, 4x LLC)")
     ap.add_argument("--json", help="write every figure and sample here")
     args = ap.parse_args(argv)
 
@@ -132,16 +167,16 @@ def main(argv=None) -> int:
         for text in args.shapes.split(","):
             shape = parse_shape(text)
             for t in threads:
-                res, share = measure(variants, shape, dtype, t, args.runs, args.sample)
-                label = f"{shape['M']}x{shape['N']}x{shape['K']}"
-                for v in variants:
-                    r = res[v.name]
+                res, share = measure(variants, shape, dtype, t, args.runs, args.sample, args.cold, args.roof)
+                label = f"{shape['M']}x{shape['N']}x{shape['K']}" + (" cold" if args.cold else "")
+                for name, r in res.items():
                     rows.append(
-                        {"dtype": dtype, "shape": shape, "threads": t, "variant": v.name, "cpu_share": share, **r}
+                        {"dtype": dtype, "shape": shape, "threads": t, "variant": name, "cpu_share": share, **r}
                     )
+                    roof = f"  {100 * r['of_roof']:5.1f} % of roof" if r.get("of_roof") else ""
                     print(
-                        f"{dtype:8s} {label:>15s} {t}T  {v.name:28s} {r['gflops']:8.1f} GFLOP/s {r['gbps']:7.1f} GB/s"
-                        f"  {100 * r['ratio']:6.1f} % of 00   p20-p80 {r['p20_s'] / r['median_s']:.2f}-"
+                        f"{dtype:8s} {label:>15s} {t}T  {name:33s} {r['gflops']:8.1f} GFLOP/s {r['gbps']:7.1f} GB/s"
+                        f"  {100 * r['ratio']:6.1f} % of 00{roof}   p20-p80 {r['p20_s'] / r['median_s']:.2f}-"
                         f"{r['p80_s'] / r['median_s']:.2f}   cpu share {share:.2f}",
                         flush=True,
                     )
