@@ -97,6 +97,21 @@ class Record:
         meta = d.pop("meta")
         return {**d, **meta}
 
+    # Read like the JSON record it becomes: rec["gflops"], rec.get("error"); a field that was not
+    # measured (None, e.g. the figures of a failed record) is absent, as in the file.
+    def __getitem__(self, key):
+        value = self.as_dict()[key]
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def get(self, key, default=None):
+        value = self.as_dict().get(key)
+        return default if value is None else value
+
+    def __contains__(self, key) -> bool:
+        return self.as_dict().get(key) is not None
+
 
 def _jsonable(v: Any) -> Any:
     if isinstance(v, np.generic):

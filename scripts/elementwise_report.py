@@ -32,10 +32,11 @@ from pathlib import Path
 from statistics import median
 
 import numpy as np
-from rooflab.runner import Runner, Settings
 
 import rooflab
 from rooflab import machine
+from rooflab.cpu.backend import cpu_backend
+from rooflab.driver import Driver, Settings
 from rooflab.families import chase as CH
 from rooflab.families import elementwise as EW
 from rooflab.memory import fmt_bytes
@@ -95,7 +96,7 @@ def build(case):
     return v, v.inputs(case.size, np.dtype(case.dtype))
 
 
-def run_set(runner: Runner, members, rounds: int, budget: float, log) -> list[dict]:
+def run_set(runner: Driver, members, rounds: int, budget: float, log) -> list[dict]:
     """Verify and time each member once, then re-time all of them ``rounds - 1`` more times,
     alternating; returns one record per member with per-round medians."""
     built = [build(c) for c in members]
@@ -297,7 +298,7 @@ def main(argv=None) -> int:
     only = set(args.only.split(","))
     desc = machine.describe()
     caches = desc["cpu"]["caches"]
-    runner = Runner(Settings(budget_s=args.budget, min_samples=5, max_attempts=1))
+    runner = Driver(cpu_backend(), Settings(budget_s=args.budget, min_samples=5, max_attempts=1))
     lines: list[str] = []
 
     def say(text=""):

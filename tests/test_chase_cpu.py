@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 from rooflab.kernels.cpu import chase as K
 from rooflab.kernels.cpu import clock
-from rooflab.runner import Runner, Settings
 
 import rooflab
+from rooflab.cpu.backend import cpu_backend
+from rooflab.driver import Driver, Settings
 from rooflab.families import chase as C
 from rooflab.registry import check_cases
 
-RUNNER = Runner(Settings(budget_s=0.0, min_samples=1, probe_clock=False, max_attempts=1))
+RUNNER = Driver(cpu_backend(), Settings(budget_s=0.0, min_samples=1, probe_clock=False, max_attempts=1))
 NAMES = ["cpu.chase.01-random-cycle", "cpu.chase.02-random-cycle-hugepages"]
 
 

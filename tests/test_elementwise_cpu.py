@@ -9,15 +9,16 @@ import numpy as np
 import pytest
 from rooflab.kernels.cpu import clock
 from rooflab.kernels.cpu import elementwise as K
-from rooflab.runner import Runner, Settings
 
 import rooflab
+from rooflab.cpu.backend import cpu_backend
+from rooflab.driver import Driver, Settings
 from rooflab.families import elementwise as F
 from rooflab.registry import check_cases
 from rooflab.threads import max_threads
 
 THREADS = sorted({1, max_threads()})
-RUNNER = Runner(Settings(budget_s=0.0, min_samples=1, probe_clock=False, max_attempts=1))
+RUNNER = Driver(cpu_backend(), Settings(budget_s=0.0, min_samples=1, probe_clock=False, max_attempts=1))
 OPS = F.OPS
 SIZES = {
     "add": [{"numel": 1}, {"numel": 4096 + 13}, {"shape": (3, 5, 7)}],

@@ -24,10 +24,11 @@ import pytest
 from numba import njit
 from rooflab.kernels.cpu import gemm as K
 from rooflab.kernels.cpu import gemm_ukr, simd
-from rooflab.runner import Runner, Settings
 
 import rooflab
 from rooflab import verify
+from rooflab.cpu.backend import cpu_backend
+from rooflab.driver import Driver, Settings
 from rooflab.errors import RooflabError, VerificationError
 from rooflab.families import gemm as fam
 from rooflab.registry import check_cases, list_variants
@@ -69,7 +70,9 @@ def test_ladder_registered_in_order():
     vs = list_variants(family="gemm", device="cpu")
     assert [v.name for v in vs] == NAMES
     assert [v.number for v in vs] == list(range(6))
-    assert all(v.op == "gemm" and v.dtypes == DTYPES for v in vs)
+    assert all(v.dtypes == DTYPES for v in vs)
+    # model ops run through the library and the library-class rungs, never the slow ones
+    assert [v.number for v in vs if v.op == "gemm"] == [0, 4, 5]
     assert vs[0].library and not any(v.library for v in vs[1:])
 
 
@@ -253,7 +256,7 @@ def test_bias_batch_and_reps():
 
 
 def test_driver_verifies_then_times():
-    r = Runner(Settings(budget_s=0.01, min_samples=3, max_attempts=1, probe_clock=False))
+    r = Driver(cpu_backend(), Settings(budget_s=0.01, min_samples=3, max_attempts=1, probe_clock=False))
     v = rooflab.get_variant(NAMES[3])
     rec = r.measure(v, v.inputs({"M": 9, "N": 11, "K": 13}, "float64"), threads=1)
     assert rec["status"] == "ok" and rec["verified"] and rec["work"]["flops"] == 2 * 9 * 11 * 13 * rec["reps"]
@@ -347,7 +350,7 @@ def test_wrong_micro_kernels_rejected(bug):
     ukr_edit, block_edit = WRONG[bug]
     v = _ladder_with(ukr_edit, block_edit)
     M, N = 2 * K.MR + 3, 2 * K.TILE["float32"][1] + 5  # full tiles and edges
-    r = Runner(Settings(probe_clock=False, max_attempts=1, budget_s=0.01, min_samples=1))
+    r = Driver(cpu_backend(), Settings(probe_clock=False, max_attempts=1, budget_s=0.01, min_samples=1))
     for dtype, Kd in (("float32", 200), ("float64", 130)):
         ins = v.inputs({"M": M, "N": N, "K": Kd}, dtype)
         rec = r.measure(v, ins, threads=1)
