@@ -308,3 +308,26 @@ register(
         result_dtype=lambda *a, **k: np.dtype(np.float32),
     )
 )
+
+
+def _cupy_copy(c, a, reps=1, threads=None):
+    cp = kn.cp()
+    for _ in range(int(reps)):
+        cp.copyto(c, a)
+    return c
+
+
+register(
+    Variant(
+        name="cuda.stream.00-cupy-copy",
+        family="stream",
+        device="cuda",
+        number=0,
+        description="cupy.copyto: the library's device-to-device copy, beside stream_copy (16 B/elem)",
+        kernel=_cupy_copy,
+        reference=lambda c, a, **_: a.copy(),
+        work=lambda c, a, reps=1, **_: Work(bytes_read=a.nbytes * reps, bytes_written=c.nbytes * reps),
+        inputs=lambda n, dtype=None, seed=0, **_: (kn.filled(n, 0.0), kn.patterned(n, seed)),
+        result_dtype=_f64,
+    )
+)
