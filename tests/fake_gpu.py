@@ -264,6 +264,7 @@ class FakeGPU:
         cp = types.ModuleType("cupy")
         cp.__dict__.update(
             __version__="fake",
+            ndarray=Array,
             cuda=cuda,
             RawModule=lambda path: _RawModule(self, path),
             get_default_memory_pool=lambda: types.SimpleNamespace(free_all_blocks=lambda: None),

@@ -132,19 +132,6 @@ class Plan:
         self.cublas_n = 4096 if quick else 8192
         self.intensity_elems = min(max(8 * self.l2, 1 << 30), int(free_bytes * 0.4)) // 8
 
-    def steps(self) -> int:
-        return (
-            3
-            + 3 * len(self.hbm_sizes)
-            + len(self.l2_fractions)
-            + 1
-            + 1
-            + len(COMPUTE)
-            + 1
-            + len(self.INTENSITIES)
-            + (len(HOPPER) if self.hopper else 0)
-        )
-
 
 COMPUTE = ("cuda.fma.f32", "cuda.fma.f64", "cuda.mma.f16", "cuda.mma.bf16")
 HOPPER = ("cuda.wgmma.f16", "cuda.wgmma.bf16")
@@ -156,11 +143,164 @@ TENSOR_DTYPES = {
 }
 
 
-def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None:
+def steps(writer, plan: Plan) -> list[tuple[str, object]]:
+    """The GPU ceilings suite as data: (label, measurement) in the order they run. The progress
+    count is the length of this list; each measurement is guarded on its own (a failure is
+    recorded under its label and the next one runs)."""
     import cupy as cp
 
     dev = writer.data["machine"]["gpu"]
-    plan = Plan(dev, cp.cuda.runtime.memGetInfo()[0], quick, budget_s)
+    add = writer.add_record
+    budget = plan.budget
+    out: list[tuple[str, object]] = []
+
+    # launch latency: an empty kernel, checked to run (once), then three ways of launching it
+    state: dict = {}
+
+    def launch(mode):
+        if "verification" not in state:
+            v = get_variant("cuda.launch.empty")
+            (flag,) = v.inputs()
+            v.kernel(flag)
+            cp.cuda.get_current_stream().synchronize()
+            state["verification"] = check(flag, np.int32(0), dtype=np.int32, what="empty kernel ran")
+            state["fn"] = loader.kernel("launch.cu", "empty_kernel")
+        f, null = state["fn"], np.intp(0)
+        if mode == "graph":
+            s = gtime.time_graph(lambda: f((1,), (32,), (null,)), 200, budget_s=budget)
+        else:
+            s = gtime.time_host_launches(
+                lambda: f((1,), (32,), (null,)),
+                1000 if mode == "enqueue" else 200,
+                sync_each=mode == "roundtrip",
+                budget_s=budget,
+            )
+        t = s.stats()
+        add(
+            {
+                "variant": "cuda.launch.empty",
+                "family": "launch",
+                "device": "cuda",
+                "label": f"launch {mode}",
+                "threads": 0,
+                "kernel": mode,
+                "status": "ok",
+                "verified": True,
+                "verification": state["verification"],
+                "time_s": t,
+                "samples_s": s.seconds,
+                "ns_per_launch": {k: t[k] * 1e9 for k in ("median", "p20", "p80", "min", "max")}
+                | {"cv": t["cv"], "n": t["n"]},
+                "noisy": t["cv"] > 0.2,
+            }
+        )
+
+    for mode in ("enqueue", "roundtrip", "graph"):
+        out.append((f"launch latency ({mode})", lambda mode=mode: launch(mode)))
+
+    # device memory, with the library's copy beside ours
+    def hbm(kernel, ws):
+        v = get_variant(f"cuda.stream.{kernel}")
+        inputs = v.inputs(ws // 8 // {"read": 1, "copy": 2, "triad": 3}[kernel])
+        rec = _measure(
+            v,
+            inputs,
+            target_s=plan.target,
+            budget_s=budget,
+            label=f"{kernel} {ws >> 20} MiB",
+            meta={"kernel": kernel, "level": "HBM"},
+        )
+        add(rec, sweep="bandwidth")
+        if kernel == "copy" and rec["status"] == "ok":  # the library's copy, verified like ours
+            add(
+                _measure(
+                    get_variant("cuda.stream.00-cupy-copy"),
+                    inputs,
+                    target_s=plan.target,
+                    budget_s=budget,
+                    label=f"cupy copy {ws >> 20} MiB",
+                    meta={"kernel": "cupy-copy", "level": "HBM"},
+                )
+            )
+
+    for ws in plan.hbm_sizes:
+        for kernel in ("read", "copy", "triad"):
+            out.append((f"HBM {kernel} {ws >> 20} MiB", lambda k=kernel, w=ws: hbm(k, w)))
+
+    # L2: 1/8 .. 1/2 of it re-read, ~4 GB of L2 traffic per launch
+    def l2read(frac):
+        v = get_variant("cuda.l2.read")
+        inputs = v.inputs(plan.l2 // frac // 8)
+        a = inputs[0]
+        reps = max(1, int(4e9 / a.nbytes))
+        add(
+            _measure(
+                v,
+                inputs,
+                reps=reps,
+                budget_s=budget,
+                label=f"L2 read {a.nbytes >> 20} MiB",
+                meta={"kernel": "read", "level": "L2"},
+                verify_reps=3,
+            ),
+            sweep="bandwidth",
+        )
+
+    for frac in plan.l2_fractions:
+        out.append((f"L2 read {plan.l2 // frac >> 20} MiB", lambda f=frac: l2read(f)))
+
+    def smem():
+        v = get_variant("cuda.smem.read")
+        add(_measure(v, v.inputs(), budget_s=budget, verify_reps=4, meta={"kernel": "read", "level": "shared"}))
+
+    out.append(("shared memory", smem))
+    out.append(("host<->device", lambda: _host_device(add, plan.host_bytes, budget)))
+
+    def compute(name):
+        v = get_variant(name)
+        add(_measure(v, v.inputs(), budget_s=budget, verify_reps=4, meta={"kernel": v.name.split(".", 1)[1]}))
+
+    for name in COMPUTE:
+        out.append((name, lambda n=name: compute(n)))
+
+    def after_compute():
+        writer.data["machine"]["gpu"]["nvml_after_compute"] = backend.nvml_state(dev["index"])
+        add(_cublas_peer(plan.cublas_n, budget, plan.target))
+
+    out.append((f"cuBLAS fp16 {plan.cublas_n}", after_compute))
+
+    # intensity sweep: fresh inputs per point (a point must not start where the last one ended)
+    def intensity(nfma):
+        v = get_variant("cuda.intensity.f64")
+        rec = _measure(
+            v,
+            v.inputs(plan.intensity_elems, seed=nfma),
+            params={"nfma": nfma},
+            target_s=plan.target,
+            budget_s=budget,
+            label=f"intensity {nfma / 8:g}",
+            meta={"kernel": "ert", "intensity": nfma / 8},
+        )
+        add(rec, sweep="intensity")
+
+    for nfma in plan.INTENSITIES:
+        out.append((f"intensity {nfma / 8:g}", lambda n=nfma: intensity(n)))
+
+    # tensor cores through wgmma: Hopper only, and last (a fault would poison the context)
+    if plan.hopper:
+        for name in HOPPER:
+            out.append((name, lambda n=name: compute(n)))
+    else:
+        writer.data["notes"].append(
+            f"wgmma tensor-core peak not measured: sm_{dev.get('compute_capability')} is not Hopper (sm_90)"
+        )
+    return out
+
+
+def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None:
+    import cupy as cp
+
+    plan = Plan(writer.data["machine"]["gpu"], cp.cuda.runtime.memGetInfo()[0], quick, budget_s)
     writer.data["config"]["gpu_plan"] = {
         "hbm_sizes": plan.hbm_sizes,
         "l2_fractions": plan.l2_fractions,
@@ -170,172 +310,11 @@ def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None
         "cublas_n": plan.cublas_n,
         "intensity_elements": plan.intensity_elems,
     }
-    progress.start(plan.steps())
-    step = progress.step
-    add = writer.add_record
-    budget = plan.budget
-
-    # launch latency --------------------------------------------------------------------------
-    def launch_latency():
-        v = get_variant("cuda.launch.empty")
-        (flag,) = v.inputs()
-        v.kernel(flag)
-        cp.cuda.get_current_stream().synchronize()
-        rep = check(flag, np.int32(0), dtype=np.int32, what="empty kernel ran")
-        fn = loader.kernel("launch.cu", "empty_kernel")
-        null = np.intp(0)
-        for mode in ("enqueue", "roundtrip", "graph"):
-            step(f"launch latency ({mode})")
-            if mode == "graph":
-                s = gtime.time_graph(lambda: fn((1,), (32,), (null,)), 200, budget_s=budget)
-            else:
-                s = gtime.time_host_launches(
-                    lambda: fn((1,), (32,), (null,)),
-                    1000 if mode == "enqueue" else 200,
-                    sync_each=mode == "roundtrip",
-                    budget_s=budget,
-                )
-            t = s.stats()
-            add(
-                {
-                    "variant": "cuda.launch.empty",
-                    "family": "launch",
-                    "device": "cuda",
-                    "label": f"launch {mode}",
-                    "threads": 0,
-                    "kernel": mode,
-                    "status": "ok",
-                    "verified": True,
-                    "verification": rep,
-                    "time_s": t,
-                    "samples_s": s.seconds,
-                    "ns_per_launch": {k: t[k] * 1e9 for k in ("median", "p20", "p80", "min", "max")}
-                    | {"cv": t["cv"], "n": t["n"]},
-                    "noisy": t["cv"] > 0.2,
-                }
-            )
-
-    guarded(writer, "launch latency", launch_latency)
-
-    # device memory -----------------------------------------------------------------------------
-    for ws in plan.hbm_sizes:
-        for kernel in ("read", "copy", "triad"):
-            step(f"HBM {kernel} {ws >> 20} MiB")
-            v = get_variant(f"cuda.stream.{kernel}")
-            k = {"read": 1, "copy": 2, "triad": 3}[kernel]
-
-            def one(v=v, k=k, kernel=kernel, ws=ws):
-                inputs = v.inputs(ws // 8 // k)
-                rec = _measure(
-                    v,
-                    inputs,
-                    target_s=plan.target,
-                    budget_s=budget,
-                    label=f"{kernel} {ws >> 20} MiB",
-                    meta={"kernel": kernel, "level": "HBM"},
-                )
-                add(rec, sweep="bandwidth")
-                if kernel == "copy" and rec["status"] == "ok":  # the library's copy, verified like ours
-                    add(
-                        _measure(
-                            get_variant("cuda.stream.00-cupy-copy"),
-                            inputs,
-                            target_s=plan.target,
-                            budget_s=budget,
-                            label=f"cupy copy {ws >> 20} MiB",
-                            meta={"kernel": "cupy-copy", "level": "HBM"},
-                        )
-                    )
-
-            guarded(writer, f"HBM {kernel} {ws >> 20} MiB", one)
-
-    # L2 --------------------------------------------------------------------------------------
-    for frac in plan.l2_fractions:
-        step(f"L2 read {plan.l2 // frac >> 20} MiB")
-
-        def l2read(frac=frac):
-            v = get_variant("cuda.l2.read")
-            inputs = v.inputs(plan.l2 // frac // 8)
-            a = inputs[0]
-            reps = max(1, int(4e9 / a.nbytes))  # ~4 GB of L2 traffic per launch
-            add(
-                _measure(
-                    v,
-                    inputs,
-                    reps=reps,
-                    budget_s=budget,
-                    label=f"L2 read {a.nbytes >> 20} MiB",
-                    meta={"kernel": "read", "level": "L2"},
-                    verify_reps=3,
-                ),
-                sweep="bandwidth",
-            )
-
-        guarded(writer, f"L2 read 1/{frac}", l2read)
-
-    # shared memory -----------------------------------------------------------------------------
-    step("shared memory")
-    smem = get_variant("cuda.smem.read")
-    guarded(
-        writer,
-        "shared memory",
-        lambda: add(
-            _measure(smem, smem.inputs(), budget_s=budget, verify_reps=4, meta={"kernel": "read", "level": "shared"})
-        ),
-    )
-
-    # host <-> device ----------------------------------------------------------------------------
-    step("host<->device")
-    guarded(writer, "host<->device", lambda: _host_device(add, plan.host_bytes, budget))
-
-    # compute -----------------------------------------------------------------------------------
-    def compute(name):
-        step(name)
-        v = get_variant(name)
-        guarded(
-            writer,
-            name,
-            lambda: add(
-                _measure(v, v.inputs(), budget_s=budget, verify_reps=4, meta={"kernel": v.name.split(".", 1)[1]})
-            ),
-        )
-
-    for name in COMPUTE:
-        compute(name)
-    writer.data["machine"]["gpu"]["nvml_after_compute"] = backend.nvml_state(dev["index"])
-    step(f"cuBLAS fp16 {plan.cublas_n}")
-    guarded(writer, "cuBLAS fp16", lambda: add(_cublas_peer(plan.cublas_n, budget, plan.target)))
-
-    # intensity sweep ---------------------------------------------------------------------------
-    v = get_variant("cuda.intensity.f64")
-
-    def sweep():
-        (a,) = v.inputs(plan.intensity_elems)
-        for nfma in plan.INTENSITIES:
-            step(f"intensity {nfma / 8:g}")
-            alpha = 0.5 ** (1.0 / nfma)
-            rec = _measure(
-                v,
-                (a,),
-                params={"nfma": nfma, "alpha": alpha, "beta": 1 - alpha},
-                target_s=plan.target,
-                budget_s=budget,
-                label=f"intensity {nfma / 8:g}",
-                meta={"kernel": "ert", "intensity": nfma / 8},
-            )
-            add(rec, sweep="intensity")
-
-    guarded(writer, "intensity sweep", sweep)
-
-    # tensor cores through wgmma: Hopper only, and last (see variants.py) ------------------------
-    if plan.hopper:
-        for name in HOPPER:
-            compute(name)
-    else:
-        writer.data["notes"].append(
-            f"wgmma tensor-core peak not measured: sm_{dev.get('compute_capability')} is not Hopper (sm_90)"
-        )
-
+    todo = steps(writer, plan)
+    progress.start(len(todo))
+    for label, measure in todo:
+        progress.step(label)
+        guarded(writer, label, measure)
     writer.data["cuda_builds"] = loader.builds()
     writer.data["ceilings"] = derive(writer.data)
     writer.save()

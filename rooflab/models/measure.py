@@ -24,8 +24,6 @@ from ..memory import aligned_empty, fmt_bytes, require_fits
 from ..registry import list_variants
 from . import catalog, ops, place
 
-KIND_FOR_VARIANTS = {"batched_gemm": "gemm"}  # the gemm variants take a "batch" field
-
 
 def driver_for(device: str, quick: bool) -> Driver:
     settings = Settings(budget_s=0.05 if quick else 0.2, target_s=0.0, max_attempts=2, probe_clock=False)
@@ -56,8 +54,7 @@ def flusher(device: str, machine: dict):
 
 
 def variants_for(op: dict, device: str):
-    kind = KIND_FOR_VARIANTS.get(op["kind"], op["kind"])
-    vs = list_variants(device=device, op=kind)
+    vs = list_variants(device=device, op=op["kind"])
     return [v for v in vs if v.library], [v for v in vs if not v.library]
 
 
@@ -70,10 +67,7 @@ def executed_dtype(op: dict, variant) -> str:
 
 
 def _shape(op: dict) -> dict:
-    s = dict(op["shape"])
-    if op["kind"] == "batched_gemm":
-        s.setdefault("batch", s.get("batch", 1))
-    return s
+    return dict(op["shape"])
 
 
 def _footprint(op: dict) -> int:
