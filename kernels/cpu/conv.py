@@ -1,0 +1,419 @@
+"""Direct 2-D convolution kernels (numba): naive, register-blocked explicit SIMD, depthwise.
+
+What they compute: y = conv2d(x, w, stride, pad, groups), cross-correlation, x NCHW (or NHWC where
+said), w (K, C/groups, R, S), float32 or float64. Variants (rooflab/families/conv/cpu.py):
+
+  direct_naive_nchw / _nhwc   one output at a time, taps bounds-checked: the ladder's floor
+                              (LLVM vectorizes nothing useful: ~1 GFLOP/s)
+  direct_blocked (generated)  "implicit GEMM on padded rows": each input channel is padded and split
+                              into stride phases, flattened with row length Ws, so the input of
+                              output pixel j = p*Ws + q under tap (r, s) is xflat[j + off(r, s)]: a
+                              contiguous, unaligned vector load with no edge handling. A register tile
+                              of KB output channels x NV vectors of L pixels (KB*NV accumulators) is
+                              carried over all (c, r, s); per step NV vloads + KB broadcasts of packed
+                              weights + KB*NV FMAs. The (Ws - Q) junk columns of each wide row are
+                              computed and cropped. R, S are compile-time constants (taps unrolled)
+                              for R, S <= 7 only: compile time grows ~3x per step (R=9: ~1 min,
+                              R=15: > 9 min, research/numba-gemm-conv.md 3.6) and the runtime-tap
+                              loop is as fast beyond that.
+  depthwise_nchw / _nhwc      groups == C == K: one padded, stride-phase-split plane per (n, c) in
+                              L1/L2, output rows accumulated over the taps (3x3: 9 FMAs per vector,
+                              unrolled); NHWC vectorizes over channels instead.
+
+Napkin (Zen 4, AVX-512 as 2 x 256-bit: 1 zmm FMA/cycle, 2 x 256-bit loads/cycle, 32 zmm):
+8x3 tile = 24 zmm accumulators, per (c, r, s) 3 vloads + 8 broadcasts for 24 FMAs (0.46 loads per
+FMA): FMA-bound, 768 FLOP per 24 cycles = 32 FLOP/cycle = 112 GFLOP/s at 3.5 GHz. Depthwise 3x3:
+9 loads + 9 FMAs per 16 outputs, 2 FLOP/B of compulsory traffic: bound by where x and y live.
+
+Run: python -c "import rooflab; v = rooflab.get_variant('cpu.conv.02-direct-blocked-simd'); ..."
+or pytest tests/test_conv_cpu.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+from numba import njit, prange
+
+import rooflab._numba_env  # noqa: F401
+
+from . import simd
+
+# ---- naive direct ---------------------------------------------------------------------------------
+
+
+@njit(parallel=True, cache=True)
+def direct_naive_nchw(x, w, y, sh, sw, ph, pw, groups):
+    N, C, H, W = x.shape
+    K, Cg, R, S = w.shape
+    P, Q = y.shape[2], y.shape[3]
+    Kg = K // groups
+    for nk in prange(N * K):
+        n = nk // K
+        k = nk % K
+        c0 = (k // Kg) * Cg
+        for p in range(P):
+            for q in range(Q):
+                acc = x.dtype.type(0)
+                for c in range(Cg):
+                    for r in range(R):
+                        h = p * sh - ph + r
+                        if h < 0 or h >= H:
+                            continue
+                        for s in range(S):
+                            wi = q * sw - pw + s
+                            if wi >= 0 and wi < W:
+                                acc += x[n, c0 + c, h, wi] * w[k, c, r, s]
+                y[n, k, p, q] = acc
+
+
+@njit(parallel=True, cache=True)
+def direct_naive_nhwc(x, w, y, sh, sw, ph, pw, groups):
+    N, H, W, C = x.shape
+    K, Cg, R, S = w.shape
+    P, Q = y.shape[1], y.shape[2]
+    Kg = K // groups
+    for np_ in prange(N * P):
+        n = np_ // P
+        p = np_ % P
+        for q in range(Q):
+            for k in range(K):
+                c0 = (k // Kg) * Cg
+                acc = x.dtype.type(0)
+                for r in range(R):
+                    h = p * sh - ph + r
+                    if h < 0 or h >= H:
+                        continue
+                    for s in range(S):
+                        wi = q * sw - pw + s
+                        if wi >= 0 and wi < W:
+                            for c in range(Cg):
+                                acc += x[n, h, wi, c0 + c] * w[k, c, r, s]
+                y[n, p, q, k] = acc
+
+
+# ---- depthwise ------------------------------------------------------------------------------------
+
+
+@njit(fastmath=True, parallel=True, cache=True)
+def depthwise_nchw(x, w, y, sh, sw, ph, pw):
+    """groups == C == K. Per (n, c): copy the plane into a zero-padded, column-phase-split buffer
+    buf[s % sw][row][col // sw] (L1/L2-resident), then each output row is a sum of R*S shifted,
+    contiguous row segments."""
+    N, C, H, W = x.shape
+    R, S = w.shape[2], w.shape[3]
+    P, Q = y.shape[2], y.shape[3]
+    Hp = H + 2 * ph
+    Wp = W + 2 * pw
+    Ws = (Wp + sw - 1) // sw + 1
+    for nc in prange(N * C):
+        n = nc // C
+        c = nc % C
+        buf = np.zeros((sw, Hp, Ws), dtype=x.dtype)
+        for h in range(H):
+            for wi in range(W):
+                col = wi + pw
+                buf[col % sw, h + ph, col // sw] = x[n, c, h, wi]
+        out = y[n, c]
+        if R == 3 and S == 3:
+            w00 = w[c, 0, 0, 0]
+            w01 = w[c, 0, 0, 1]
+            w02 = w[c, 0, 0, 2]
+            w10 = w[c, 0, 1, 0]
+            w11 = w[c, 0, 1, 1]
+            w12 = w[c, 0, 1, 2]
+            w20 = w[c, 0, 2, 0]
+            w21 = w[c, 0, 2, 1]
+            w22 = w[c, 0, 2, 2]
+            f0, o0 = 0 % sw, 0 // sw
+            f1, o1 = 1 % sw, 1 // sw
+            f2, o2 = 2 % sw, 2 // sw
+            for p in range(P):
+                h0 = p * sh
+                a0 = buf[f0, h0]
+                a1 = buf[f1, h0]
+                a2 = buf[f2, h0]
+                b0 = buf[f0, h0 + 1]
+                b1 = buf[f1, h0 + 1]
+                b2 = buf[f2, h0 + 1]
+                c0 = buf[f0, h0 + 2]
+                c1 = buf[f1, h0 + 2]
+                c2 = buf[f2, h0 + 2]
+                row = out[p]
+                for q in range(Q):
+                    row[q] = (
+                        w00 * a0[q + o0]
+                        + w01 * a1[q + o1]
+                        + w02 * a2[q + o2]
+                        + w10 * b0[q + o0]
+                        + w11 * b1[q + o1]
+                        + w12 * b2[q + o2]
+                        + w20 * c0[q + o0]
+                        + w21 * c1[q + o1]
+                        + w22 * c2[q + o2]
+                    )
+        else:
+            for p in range(P):
+                row = out[p]
+                row[:] = 0
+                for r in range(R):
+                    for s in range(S):
+                        wv = w[c, 0, r, s]
+                        src = buf[s % sw, p * sh + r]
+                        o = s // sw
+                        for q in range(Q):
+                            row[q] += wv * src[q + o]
+
+
+@njit(fastmath=True, parallel=True, cache=True)
+def depthwise_nhwc(x, wt, y, sh, sw, ph, pw):
+    """groups == C == K, NHWC: vectorized over channels; wt is the weights as (R, S, C)."""
+    N, H, W, C = x.shape
+    R, S = wt.shape[0], wt.shape[1]
+    P, Q = y.shape[1], y.shape[2]
+    for np_ in prange(N * P):
+        n = np_ // P
+        p = np_ % P
+        for q in range(Q):
+            out = y[n, p, q]
+            h0 = p * sh - ph
+            w0 = q * sw - pw
+            if R == 3 and S == 3 and h0 >= 0 and h0 + 3 <= H and w0 >= 0 and w0 + 3 <= W:
+                x00 = x[n, h0, w0]
+                x01 = x[n, h0, w0 + 1]
+                x02 = x[n, h0, w0 + 2]
+                x10 = x[n, h0 + 1, w0]
+                x11 = x[n, h0 + 1, w0 + 1]
+                x12 = x[n, h0 + 1, w0 + 2]
+                x20 = x[n, h0 + 2, w0]
+                x21 = x[n, h0 + 2, w0 + 1]
+                x22 = x[n, h0 + 2, w0 + 2]
+                for c in range(C):
+                    out[c] = (
+                        wt[0, 0, c] * x00[c]
+                        + wt[0, 1, c] * x01[c]
+                        + wt[0, 2, c] * x02[c]
+                        + wt[1, 0, c] * x10[c]
+                        + wt[1, 1, c] * x11[c]
+                        + wt[1, 2, c] * x12[c]
+                        + wt[2, 0, c] * x20[c]
+                        + wt[2, 1, c] * x21[c]
+                        + wt[2, 2, c] * x22[c]
+                    )
+            else:
+                out[:] = 0
+                for r in range(R):
+                    h = h0 + r
+                    if h < 0 or h >= H:
+                        continue
+                    for s in range(S):
+                        wi = w0 + s
+                        if wi < 0 or wi >= W:
+                            continue
+                        src = x[n, h, wi]
+                        ws = wt[r, s]
+                        for c in range(C):
+                            out[c] += ws[c] * src[c]
+
+
+# ---- blocked direct: packing ----------------------------------------------------------------------
+
+
+@njit(parallel=True, cache=True)
+def pack_phases(x, xp, sh, sw, ph, pw, Hs, Ws):
+    """x (N, C, H, W) -> xp[(n*C + c)*CPL + ((h % sh)*sw + w % sw)*Hs*Ws + (h//sh)*Ws + w//sw] for the
+    padded coordinates (h, w); zero outside the input. The slack after the last plane stays zero."""
+    N, C, H, W = x.shape
+    HW = Hs * Ws
+    CPL = sh * sw * HW
+    for nc in prange(N * C):
+        n = nc // C
+        c = nc % C
+        base = nc * CPL
+        for i in range(CPL):
+            xp[base + i] = 0
+        if sh == 1 and sw == 1:
+            for h in range(H):
+                o = base + (h + ph) * Ws + pw
+                for wi in range(W):
+                    xp[o + wi] = x[n, c, h, wi]
+        else:
+            for h in range(H):
+                hh = h + ph
+                ro = base + ((hh % sh) * sw) * HW + (hh // sh) * Ws
+                for wi in range(W):
+                    ww = wi + pw
+                    xp[ro + (ww % sw) * HW + ww // sw] = x[n, c, h, wi]
+
+
+def blocked_geometry(s: dict, KB: int, NV: int, L: int) -> dict:
+    """Sizes of the packed input and the wide output of the blocked direct kernel for shape s."""
+    sh, sw = s["stride_h"], s["stride_w"]
+    Hp, Wp = s["H"] + 2 * s["pad_h"], s["W"] + 2 * s["pad_w"]
+    Hs, Ws = -(-Hp // sh), -(-Wp // sw)
+    CPL = sh * sw * Hs * Ws
+    T = NV * L
+    nstr = -(-(s["P"] * Ws) // T)
+    R, S = s["R"], s["S"]
+    toff = np.array(
+        [((r % sh) * sw + s_ % sw) * Hs * Ws + (r // sh) * Ws + s_ // sw for r in range(R) for s_ in range(S)],
+        dtype=np.int64,
+    )
+    total = s["N"] * s["C"] * CPL
+    need = (s["N"] * s["C"] - 1) * CPL + nstr * T + int(toff.max()) + 1
+    Kg = s["K"] // s["groups"]
+    return {
+        "Hs": Hs,
+        "Ws": Ws,
+        "CPL": CPL,
+        "T": T,
+        "nstr": nstr,
+        "toff": toff,
+        "xp_len": max(total, need),
+        "nkb": -(-Kg // KB),
+        "wide": s["N"] * s["K"] * s["P"] * Ws,
+        "computed_pixels": s["N"] * nstr * T,  # per output channel (junk included)
+    }
+
+
+def pack_weights(w, groups: int, KB: int) -> np.ndarray:
+    """w (K, Cg, R, S) -> wp[g, kb, c, r*S + s, k] (KB-wide blocks, zero rows past K/groups)."""
+    K, Cg, R, S = w.shape
+    Kg = K // groups
+    nkb = -(-Kg // KB)
+    wp = np.zeros((groups, nkb * KB, Cg, R * S), dtype=w.dtype)
+    wp[:, :Kg] = w.reshape(groups, Kg, Cg, R * S)
+    wp = wp.reshape(groups, nkb, KB, Cg, R * S).transpose(0, 1, 3, 4, 2)
+    return np.ascontiguousarray(wp).reshape(-1)
+
+
+# ---- blocked direct: generated micro-kernels ------------------------------------------------------
+
+SPECIALIZE_MAX = 7  # R, S up to this are compile-time constants (taps unrolled)
+
+
+def _gen_dir() -> Path:
+    root = os.environ.get("ROOFLAB_GEN_DIR")
+    if root:
+        d = Path(root)
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        d = Path(base) / "rooflab" / "numba-gen"
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        probe = d / ".w"
+        probe.write_text("")
+        probe.unlink()
+    except OSError:
+        d = Path(tempfile.gettempdir()) / f"rooflab-numba-gen-{os.getuid() if hasattr(os, 'getuid') else 0}"
+        d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def load_generated(stem: str, source: str):
+    """Import generated source from a real file (numba's cache=True needs one; exec'd code can't be
+    cached). The file name carries a hash of the source, so a changed generator never reuses an old
+    module or its cache."""
+    digest = hashlib.sha1(source.encode()).hexdigest()[:12]
+    name = f"rooflab_gen_{stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = _gen_dir() / f"{name}.py"
+    if not path.exists() or path.read_text() != source:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def direct_source(KB: int, NV: int, L: int, R: int, S: int) -> str:
+    """Source of the blocked kernel: KB x NV accumulators of L lanes; R, S > 0 unrolls the taps,
+    R = S = 0 loops over them at run time."""
+    spec = R > 0
+    RS = R * S
+    acc = [[f"a{k}_{v}" for v in range(NV)] for k in range(KB)]
+    i1, i2, i3, i4 = (" " * n for n in (4, 8, 12, 16))
+    out = [
+        '"""Generated by rooflab.kernels.cpu.conv.direct_source: do not edit."""',
+        "import numpy as np",
+        "from numba import njit, prange",
+        "from rooflab.kernels.cpu.simd import vbcast, vfma, vload, vstore, vzero",
+        "",
+        "",
+        "@njit(fastmath=True, parallel=True, cache=True, boundscheck=False)",
+        "def kernel(xp, wp, y, toff, N, C, K, groups, P, Q, Ws, CPL, nkb, nstr):",
+        f"{i1}Cg = C // groups",
+        f"{i1}Kg = K // groups",
+        f"{i1}RS = toff.size",
+        f"{i1}T = {NV * L}",
+        f"{i1}WSTEP = RS * {KB}",
+    ]
+    if spec:
+        out += [f"{i1}o{t} = toff[{t}]" for t in range(RS)]
+    out += [
+        f"{i1}for it in prange(N * groups * nkb):",
+        f"{i2}n = it // (groups * nkb)",
+        f"{i2}rem = it - n * (groups * nkb)",
+        f"{i2}g = rem // nkb",
+        f"{i2}kb = rem - g * nkb",
+        f"{i2}yw = np.empty({KB} * nstr * T, dtype=xp.dtype)",
+        f"{i2}xb = (n * C + g * Cg) * CPL",
+        f"{i2}wb = (g * nkb + kb) * Cg * WSTEP",
+        f"{i2}for st in range(nstr):",
+        f"{i3}j = st * T",
+    ]
+    out += [f"{i3}{a} = vzero(xp)" for row in acc for a in row]
+    out += [f"{i3}xo = xb + j", f"{i3}wo = wb", f"{i3}for c in range(Cg):"]
+
+    def tap(ind, off, wofs):
+        lines = [f"{ind}x{v} = vload(xp, {off} + {v * L})" for v in range(NV)]
+        for k in range(KB):
+            lines.append(f"{ind}b = vbcast(wp, {wofs} + {k})")
+            lines += [f"{ind}{acc[k][v]} = vfma(b, x{v}, {acc[k][v]})" for v in range(NV)]
+        return lines
+
+    if spec:
+        for t in range(RS):
+            out += tap(i4, f"xo + o{t}", f"wo + {t * KB}")
+    else:
+        out += [f"{i4}for t in range(RS):", f"{i4}    ot = xo + toff[t]", f"{i4}    wt = wo + t * {KB}"]
+        out += tap(i4 + "    ", "ot", "wt")
+    out += [f"{i4}xo += CPL", f"{i4}wo += WSTEP"]
+    for k in range(KB):
+        out += [f"{i3}vstore(yw, {k} * nstr * T + j + {v * L}, {acc[k][v]})" for v in range(NV)]
+    out += [
+        f"{i2}for k in range({KB}):",
+        f"{i3}kk = kb * {KB} + k",
+        f"{i3}if kk < Kg:",
+        f"{i4}yb = (n * K + g * Kg + kk) * P * Q",
+        f"{i4}src = k * nstr * T",
+        f"{i4}for p in range(P):",
+        f"{i4}    for q in range(Q):",
+        f"{i4}        y[yb + p * Q + q] = yw[src + p * Ws + q]",
+        "",
+    ]
+    return "\n".join(out)
+
+
+@cache
+def direct_kernel(KB: int, NV: int, L: int, R: int, S: int):
+    """The compiled blocked kernel for this tile and filter (R, S > SPECIALIZE_MAX share one)."""
+    if R > SPECIALIZE_MAX or S > SPECIALIZE_MAX:
+        R = S = 0
+    stem = f"direct_{KB}x{NV}_L{L}_" + (f"R{R}S{S}" if R else "Rrt")
+    return load_generated(stem, direct_source(KB, NV, L, R, S)).kernel
+
+
+def lanes(dtype) -> int:
+    return simd.lanes(dtype)
