@@ -408,8 +408,9 @@ def direct_source(KB: int, NV: int, L: int, R: int, S: int) -> str:
 
 @cache
 def direct_kernel(KB: int, NV: int, L: int, R: int, S: int):
-    """The compiled blocked kernel for this tile and filter (R, S > SPECIALIZE_MAX share one)."""
-    if R > SPECIALIZE_MAX or S > SPECIALIZE_MAX:
+    """The compiled blocked kernel for this tile and filter: square filters up to SPECIALIZE_MAX get
+    their own (taps unrolled); larger or non-square ones share the runtime-tap kernel."""
+    if R != S or R > SPECIALIZE_MAX:
         R = S = 0
     stem = f"direct_{KB}x{NV}_L{L}_" + (f"R{R}S{S}" if R else "Rrt")
     return load_generated(stem, direct_source(KB, NV, L, R, S)).kernel

@@ -103,8 +103,9 @@ def tiles_view(xpad: np.ndarray, L: int, To: int, th: int, tw: int) -> np.ndarra
     )
 
 
-def fft_conv(x, Wc, s: dict, L: int, To: int, th: int, tw: int, ws) -> np.ndarray:
-    """One call: x NCHW; Wc from weight_transform; ws(name, shape, dtype) gives reusable buffers."""
+def fft_conv(x, Wc, s: dict, L: int, To: int, th: int, tw: int, ws, y) -> None:
+    """One call into y (N, K, P, Q): x NCHW; Wc from weight_transform; ws(name, shape, dtype) gives
+    reusable buffers."""
     N, C, H, W = x.shape
     K, g = s["K"], s["groups"]
     Cg, Kg = C // g, K // g
@@ -141,4 +142,4 @@ def fft_conv(x, Wc, s: dict, L: int, To: int, th: int, tw: int, ws) -> np.ndarra
     P1, Q1 = H + 2 * ph - R + 1, W + 2 * pw - S + 1
     full = yt[:, :, :, :, :To, :To].transpose(0, 1, 2, 4, 3, 5).reshape(N, K, th * To, tw * To)
     sh, sw = s["stride_h"], s["stride_w"]
-    return np.ascontiguousarray(full[:, :, :P1:sh, :Q1:sw])
+    np.copyto(y, full[:, :, :P1:sh, :Q1:sw])

@@ -403,7 +403,7 @@ def _case(vname, s, threads, dtype="float32", timing=None, **meta) -> Case:
     short = vname.split(".")[-1]
     return Case(
         variant=vname,
-        size={k: v for k, v in s.items() if k not in ("name", "count")},
+        size={k: v for k, v in s.items() if k not in ("name", "count", "P", "Q")},
         dtype=dtype,
         threads=threads,
         params=params_for(s),

@@ -57,9 +57,11 @@ from . import (
 
 DTYPES = ("float32", "float64")
 
-# Tile of 02 (KB output channels x NV vectors): 4 x 3 measured best on Zen 4 AVX-512 among 4x3, 8x2,
-# 8x3, 6x4, 12x2, 7x3 (interleaved, ResNet 3x3 layers at batch 8; see the closing report).
-BLOCK_KB, BLOCK_NV = 4, 3
+# Tile of 02 (KB output channels x NV vectors of L lanes): 8 x 2 (16 accumulators, 2 vloads + 8
+# broadcasts per 16 FMAs) was the best or within 3 % of it on all three ResNet 3x3 layers at batch 8
+# among 4x3, 8x2, 8x3, 6x4, 12x2 (Zen 4, AVX-512, interleaved, thread CPU time: 76 / 81 / 85 GFLOP/s).
+# NV = 2 also wastes less on small images: 14 rows x 16 wide = 224 px = 7 strips of 32, no padding.
+BLOCK_KB, BLOCK_NV = 8, 2
 
 # ---- caches: workspaces per shape, filter transforms per weights ---------------------------------
 
@@ -116,9 +118,9 @@ def _variant_kernel(name: str, run, supports=None, layouts=("NCHW",)):
         reason = why_not(s)
         if reason:
             raise RooflabError(f"{name}: {reason}", "use a variant this shape applies to (list_variants('conv'))")
-        y = None
+        y = _out(s, x.dtype)  # once per call: repetitions overwrite it
         for _ in range(int(reps)):
-            y = run(x, w, s)
+            run(x, w, s, y)
         return y
 
     kernel.__name__ = name.replace(".", "_").replace("-", "_")
@@ -180,12 +182,11 @@ def _wmat(w, s):
     return np.ascontiguousarray(w.reshape(g, Kg, Cg, R, S).transpose(0, 3, 4, 2, 1).reshape(g, R * S * Cg, Kg))
 
 
-def _im2col_blas(x, w, s):
+def _im2col_blas(x, w, s, y):
     g = s["groups"]
     Kg = s["K"] // g
     wm = prepared("im2col.w", w, lambda a: _wmat(a, s), s["layout"])
     cols = _im2col(x, s)
-    y = _out(s, x.dtype)
     N, K, PQ = s["N"], s["K"], s["P"] * s["Q"]
     if s["layout"] == "NCHW":
         y3 = y.reshape(N, K, PQ)
@@ -206,7 +207,6 @@ def _im2col_blas(x, w, s):
         else:
             for gi in range(g):
                 np.matmul(cols[:, :, gi], wm[gi], out=y3[:, :, gi * Kg : (gi + 1) * Kg])
-    return y
 
 
 def own_gemm(dtype) -> Variant:
@@ -249,18 +249,16 @@ def _verified_gemm(name: str, dtype: str) -> Variant:
     return v
 
 
-def _im2col_own(x, w, s):
+def _im2col_own(x, w, s, y):
     gemm = own_gemm(x.dtype)
     wm = prepared("im2col.w", w, lambda a: _wmat(a, s), s["layout"])
     cols = _im2col(x, s)
-    y = _out(s, x.dtype)
     N, K, PQ = s["N"], s["K"], s["P"] * s["Q"]
     y3 = y.reshape(N, K, PQ)
     if not cols.flags.c_contiguous:  # pragma: no cover - NCHW cols are contiguous
         cols = np.ascontiguousarray(cols)
     for n in range(N):
         gemm(wm[0], cols[n], out=y3[n])
-    return y
 
 
 def _own_supports(s):
@@ -272,21 +270,18 @@ def _own_supports(s):
 # ---- 01 naive, 02 blocked, 03 depthwise ------------------------------------------------------------
 
 
-def _naive(x, w, s):
-    y = _out(s, x.dtype)
+def _naive(x, w, s, y):
     f = kc.direct_naive_nchw if s["layout"] == "NCHW" else kc.direct_naive_nhwc
     f(x, w, y, s["stride_h"], s["stride_w"], s["pad_h"], s["pad_w"], s["groups"])
-    return y
 
 
-def _blocked(x, w, s):
+def _blocked(x, w, s, y):
     L = simd.lanes(x.dtype)
     geo = kc.blocked_geometry(s, BLOCK_KB, BLOCK_NV, L)
     kern = kc.direct_kernel(BLOCK_KB, BLOCK_NV, L, s["R"], s["S"])
     wp = prepared("direct.wp", w, lambda a: kc.pack_weights(a, s["groups"], BLOCK_KB), BLOCK_KB)
     xp = workspace("direct.xp", (geo["xp_len"],), x.dtype, zero=True)
     kc.pack_phases(x, xp, s["stride_h"], s["stride_w"], s["pad_h"], s["pad_w"], geo["Hs"], geo["Ws"])
-    y = _out(s, x.dtype)
     kern(
         xp,
         wp,
@@ -303,7 +298,6 @@ def _blocked(x, w, s):
         geo["nkb"],
         geo["nstr"],
     )
-    return y
 
 
 def _blocked_flops(s):
@@ -318,15 +312,13 @@ def _depthwise_supports(s):
     return None
 
 
-def _depthwise(x, w, s):
-    y = _out(s, x.dtype)
+def _depthwise(x, w, s, y):
     args = (s["stride_h"], s["stride_w"], s["pad_h"], s["pad_w"])
     if s["layout"] == "NCHW":
         kc.depthwise_nchw(x, w, y, *args)
     else:
         wt = prepared("depthwise.wt", w, lambda a: np.ascontiguousarray(a[:, 0].transpose(1, 2, 0)))
         kc.depthwise_nhwc(x, wt, y, *args)
-    return y
 
 
 # ---- 05 / 06 Winograd -------------------------------------------------------------------------------
@@ -347,7 +339,7 @@ def _winograd(m):
     a2 = (m + 2) ** 2
     fin, fout = (kw.input_f23, kw.output_f23) if m == 2 else (kw.input_f43, kw.output_f43)
 
-    def run(x, w, s):
+    def run(x, w, s, y):
         L = simd.lanes(x.dtype)
         N, C, K, g = s["N"], s["C"], s["K"], s["groups"]
         Cp, Kp = -(-C // L) * L, -(-K // L) * L
@@ -365,9 +357,7 @@ def _winograd(m):
             Cg, Kg = C // g, K // g
             for gi in range(g):
                 M[:, :, gi * Kg : (gi + 1) * Kg] = np.matmul(V[:, :, gi * Cg : (gi + 1) * Cg], U[gi])
-        y = _out(s, x.dtype)
         fout(M.reshape(-1), y, cst, L, tH, tW, Kp, nhwc)
-        return y
 
     return run
 
@@ -375,10 +365,10 @@ def _winograd(m):
 # ---- 07 FFT -----------------------------------------------------------------------------------------
 
 
-def _fft(x, w, s):
+def _fft(x, w, s, y):
     L, To, th, tw, _ = kf.plan(s)
     Wc = prepared("fft.W", w, lambda a: kf.weight_transform(a, L, s["groups"]), L)
-    return kf.fft_conv(x, Wc, s, L, To, th, tw, workspace)
+    kf.fft_conv(x, Wc, s, L, To, th, tw, workspace, y)
 
 
 def _fft_flops(s):
