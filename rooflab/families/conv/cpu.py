@@ -306,6 +306,12 @@ def _blocked_flops(s):
     return 2.0 * Kpad * geo["computed_pixels"] * (s["C"] // s["groups"]) * s["R"] * s["S"]
 
 
+def _chunks(items: int) -> int:
+    import numba
+
+    return max(1, min(items, numba.get_num_threads()))
+
+
 def _depthwise_supports(s):
     if not (s["groups"] == s["C"] == s["K"]):
         return f"needs a depthwise conv (groups == C == K), got C={s['C']} K={s['K']} groups={s['groups']}"
@@ -315,7 +321,7 @@ def _depthwise_supports(s):
 def _depthwise(x, w, s, y):
     args = (s["stride_h"], s["stride_w"], s["pad_h"], s["pad_w"])
     if s["layout"] == "NCHW":
-        kc.depthwise_nchw(x, w, y, *args)
+        kc.depthwise_nchw(x, w, y, *args, _chunks(s["N"] * s["C"]))
     else:
         wt = prepared("depthwise.wt", w, lambda a: np.ascontiguousarray(a[:, 0].transpose(1, 2, 0)))
         kc.depthwise_nhwc(x, wt, y, *args)
