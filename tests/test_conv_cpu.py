@@ -144,6 +144,20 @@ def test_changed_weights_are_not_served_from_the_transform_cache():
         check(v(x, w, pad=1), F.reference(x, w, pad=1), dtype=v.result_dtype(x, w), what=name)
 
 
+def test_workspaces_are_not_shared_between_different_paddings():
+    """Padded-input buffers are reused per shape: two convs with equal padded sizes but different pads
+    (64x64 R=7 pad 3 and R=9 pad 4 both pad to 70/72 -> one FFT size 72) must not see each other's data."""
+    for name in ("cpu.conv.00-im2col-blas", "cpu.conv.07-fft", "cpu.conv.02-direct-blocked-simd"):
+        v = rooflab.get_variant(name)
+        for s in (
+            F.shape(1, 2, 64, 64, 2, 7, pad=3),
+            F.shape(1, 2, 64, 64, 2, 9, pad=4),
+            F.shape(1, 2, 66, 66, 2, 9, pad=3),
+        ):
+            x, w = v.inputs(s, "float32", seed=s["R"])
+            check(v(x, w, **F.params_for(s)), F.reference(x, w, **F.params_for(s)), dtype="float32/conv", what=name)
+
+
 # ---- the checker rejects wrong kernels -------------------------------------------------------------
 
 

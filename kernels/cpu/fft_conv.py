@@ -104,8 +104,8 @@ def tiles_view(xpad: np.ndarray, L: int, To: int, th: int, tw: int) -> np.ndarra
 
 
 def fft_conv(x, Wc, s: dict, L: int, To: int, th: int, tw: int, ws, y) -> None:
-    """One call into y (N, K, P, Q): x NCHW; Wc from weight_transform; ws(name, shape, dtype) gives
-    reusable buffers."""
+    """One call into y (N, K, P, Q): x NCHW; Wc from weight_transform; ws(name, shape, dtype, zero,
+    tag) gives reusable buffers (the padded input's zero border is keyed by pads and sizes)."""
     N, C, H, W = x.shape
     K, g = s["K"], s["groups"]
     Cg, Kg = C // g, K // g
@@ -117,7 +117,7 @@ def fft_conv(x, Wc, s: dict, L: int, To: int, th: int, tw: int, ws, y) -> None:
     ctype = np.complex64 if x.dtype == np.float32 else np.complex128
     # 1. zero-padded input big enough for every tile, tiles' spectra
     side_h, side_w = (th - 1) * To + L, (tw - 1) * To + L
-    xpad = ws("fft.xpad", (N, C, side_h, side_w), x.dtype, zero=True)
+    xpad = ws("fft.xpad", (N, C, side_h, side_w), x.dtype, zero=True, tag=(ph, pw, H, W))
     xpad[:, :, ph : ph + H, pw : pw + W] = x  # the rest stays zero between calls
     xt = tiles_view(xpad, L, To, th, tw)
     X = ws("fft.X", (N, C, th, tw, L, Lh), ctype)

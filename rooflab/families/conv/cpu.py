@@ -69,10 +69,12 @@ _WS: OrderedDict = OrderedDict()
 _WS_MAX_BYTES = 1 << 30
 
 
-def workspace(name: str, shape: tuple, dtype, zero: bool = False) -> np.ndarray:
+def workspace(name: str, shape: tuple, dtype, zero: bool = False, tag: tuple = ()) -> np.ndarray:
     """A buffer reused across calls of the same shape (allocation and first-touch page faults stay
-    out of the timed call). ``zero``: zero-filled when created (callers keep their padding zero)."""
-    key = (name, tuple(int(s) for s in shape), np.dtype(dtype).str)
+    out of the timed call). ``zero``: zero-filled when created; callers that rely on parts staying
+    zero (padding) must put whatever decides where those parts are (pads, sizes) into ``tag``: two
+    convs with equal padded sizes but different pads must not share a buffer."""
+    key = (name, tuple(int(s) for s in shape), np.dtype(dtype).str, tuple(tag))
     buf = _WS.get(key)
     if buf is None:
         buf = np.zeros(shape, dtype) if zero else np.empty(shape, dtype)
@@ -148,7 +150,7 @@ def _im2col(x, s):
     if _is_pointwise(s):
         return x.reshape(N, C, H * W) if s["layout"] == "NCHW" else x.reshape(N, H * W, C)
     if s["layout"] == "NCHW":
-        xpad = workspace("im2col.xpad", (N, C, H + 2 * ph, W + 2 * pw), x.dtype, zero=True)
+        xpad = workspace("im2col.xpad", (N, C, H + 2 * ph, W + 2 * pw), x.dtype, zero=True, tag=(ph, pw))
         xpad[:, :, ph : ph + H, pw : pw + W] = x
         sN, sC, sH, sW = xpad.strides
         win = np.lib.stride_tricks.as_strided(
@@ -158,7 +160,7 @@ def _im2col(x, s):
         np.copyto(cols, win)
         return cols.reshape(N, C * R * S, P * Q)
     Cg = C // g
-    xpad = workspace("im2col.xpad", (N, H + 2 * ph, W + 2 * pw, C), x.dtype, zero=True)
+    xpad = workspace("im2col.xpad", (N, H + 2 * ph, W + 2 * pw, C), x.dtype, zero=True, tag=(ph, pw))
     xpad[:, ph : ph + H, pw : pw + W, :] = x
     sN, sH, sW, sC = xpad.strides
     win = np.lib.stride_tricks.as_strided(
