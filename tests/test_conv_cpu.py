@@ -5,8 +5,9 @@ declared F(4x4,3x3) tolerance), bad input naming its constraint, algorithms refu
 not apply to, declared work, shapes and the suite.
 
 Compile cost: the numba kernels are cached on disk (cache=True; the blocked direct kernel is generated
-into ~/.cache/rooflab/numba-gen). A cold cache costs ~2 min for this file, mostly Winograd F(4x4)
-(~30 s) and the unrolled 5x5 blocked kernel (~20 s), which are marked slow.
+into ~/.cache/rooflab/numba-gen). A cold cache costs ~2-3 min for this file on 2 busy cores, mostly
+Winograd F(4x4) (~30 s), the blocked 1x1 and runtime-tap kernels and the float64 builds (~10-20 s
+each): those cases are marked slow.
 
 Run: python -m pytest -q tests/test_conv_cpu.py   (-m "not slow" for the quick part)
 """
@@ -79,7 +80,7 @@ def _cases(shapes, slow=()):
     return out
 
 
-# own compiled kernels that cost > 15 s cold: the blocked 1x1 and runtime-tap (non-square) kernels
+# own compiled kernels that cost > 15 s cold: the blocked 1x1 and runtime-tap (non-square, > 3x3) kernels
 SLOW_PAIRS = {
     ("02-direct-blocked-simd", "1x1"),
     ("02-direct-blocked-simd", "1x1-s2"),

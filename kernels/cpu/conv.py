@@ -12,18 +12,21 @@ said), w (K, C/groups, R, S), float32 or float64. Variants (rooflab/families/con
                               of KB output channels x NV vectors of L pixels (KB*NV accumulators) is
                               carried over all (c, r, s); per step NV vloads + KB broadcasts of packed
                               weights + KB*NV FMAs. The (Ws - Q) junk columns of each wide row are
-                              computed and cropped. R, S are compile-time constants (taps unrolled)
-                              for R, S <= 7 only: compile time grows ~3x per step (R=9: ~1 min,
-                              R=15: > 9 min, research/numba-gemm-conv.md 3.6) and the runtime-tap
-                              loop is as fast beyond that.
-  depthwise_nchw / _nhwc      groups == C == K: one padded, stride-phase-split plane per (n, c) in
-                              L1/L2, output rows accumulated over the taps (3x3: 9 FMAs per vector,
-                              unrolled); NHWC vectorizes over channels instead.
+                              computed and cropped. Square filters up to 3x3 are compile-time
+                              constants (taps unrolled); the others loop over a tap-offset table:
+                              with 16 accumulators per tap the loop is free (3x3 unrolled: within
+                              3 %), and unrolled 5x5 / 7x7 ran 20-30 % slower here and compile for
+                              20 s+ (research/numba-gemm-conv.md 3.6: R=15 did not finish in 9 min).
+  depthwise_nchw / _nhwc      groups == C == K: one zero-padded plane per thread in L1/L2, each tap of
+                              an output row a contiguous vector load (stride 2: even/odd columns,
+                              conv_simd.py), 3x3 unrolled, two rows per pass; NHWC vectorizes over
+                              channels instead.
 
 Napkin (Zen 4, AVX-512 as 2 x 256-bit: 1 zmm FMA/cycle, 2 x 256-bit loads/cycle, 32 zmm):
-8x3 tile = 24 zmm accumulators, per (c, r, s) 3 vloads + 8 broadcasts for 24 FMAs (0.46 loads per
-FMA): FMA-bound, 768 FLOP per 24 cycles = 32 FLOP/cycle = 112 GFLOP/s at 3.5 GHz. Depthwise 3x3:
-9 loads + 9 FMAs per 16 outputs, 2 FLOP/B of compulsory traffic: bound by where x and y live.
+8x2 tile = 16 zmm accumulators, per (c, r, s) 2 vloads + 8 broadcasts for 16 FMAs: FMA-bound,
+512 FLOP per 16 cycles = 32 FLOP/cycle = 112 GFLOP/s at 3.5 GHz. Depthwise 3x3: 9 FMAs per 16
+outputs from 6 loads (two rows per pass), 2.25 FLOP/B of compulsory traffic: at 1 thread that is just
+right of the L3 ridge (112 GFLOP/s / ~75 GB/s = 1.5 FLOP/B), so the FMA pipes bound it too.
 
 Run: python -c "import rooflab; v = rooflab.get_variant('cpu.conv.02-direct-blocked-simd'); ..."
 or pytest tests/test_conv_cpu.py.
@@ -347,7 +350,7 @@ def pack_weights(w, groups: int, KB: int) -> np.ndarray:
 
 # ---- blocked direct: generated micro-kernels ------------------------------------------------------
 
-SPECIALIZE_MAX = 7  # R, S up to this are compile-time constants (taps unrolled)
+SPECIALIZE_MAX = 3  # square filters up to this are compile-time constants (taps unrolled)
 
 
 def _gen_dir() -> Path:

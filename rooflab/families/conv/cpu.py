@@ -424,7 +424,7 @@ RUNGS = [
         _blocked_flops,
         "conv",
         f"direct on padded, stride-phase-split rows: {BLOCK_KB} out-channels x {BLOCK_NV} vectors register tile in "
-        f"explicit {simd.BITS}-bit SIMD, R,S unrolled up to {kc.SPECIALIZE_MAX} (weights packed once, outside)",
+        f"explicit {simd.BITS}-bit SIMD, 1x1/3x3 taps unrolled (weights packed once, outside)",
     ),
     (
         3,
