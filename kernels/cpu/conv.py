@@ -49,7 +49,7 @@ import rooflab._numba_env  # noqa: F401
 
 from . import simd
 from .conv_simd import vload_even, vload_odd
-from .simd import prefetch, vfma, vlanes, vload, vloadm, vmul, vsplat, vstore, vstorem, vzero
+from .simd import vfma, vlanes, vload, vloadm, vmul, vsplat, vstore, vstorem, vzero
 
 # ---- naive direct ---------------------------------------------------------------------------------
 
@@ -107,15 +107,29 @@ def direct_naive_nhwc(x, w, y, sh, sw, ph, pw, groups):
 # ---- depthwise ------------------------------------------------------------------------------------
 
 
+@njit(inline="always")
+def _fill_rows(xf, xb, buf, H, W, Wb, ph, pw, L, lo, hi):
+    """Copy input rows into padded rows [lo, hi) of the plane buffer (rows outside the input stay 0)."""
+    for hp in range(max(lo, ph), min(hi, ph + H)):
+        d = hp * Wb + pw
+        src = xb + (hp - ph) * W
+        for j in range(0, W, L):
+            if j + L <= W:
+                vstore(buf, d + j, vload(xf, src + j))
+            else:
+                vstorem(buf, d + j, vloadm(xf, src + j, W - j), W - j)
+
+
 @njit(fastmath=True, cache=True, boundscheck=False)
 def _depthwise_chunk(x, w, y, sh, sw, ph, pw, t, nchunks):
     """groups == C == K. The N*C planes are split into ``nchunks`` (one per thread); each chunk owns
-    one zero-padded plane buffer (row stride Wb, L1/L2-resident, borders zeroed once) into which a
-    plane is copied with vector loads/stores, so every tap of an output row is a contiguous segment:
-    3x3 stride 1 computes two output rows per pass (4 input rows x 3 shifts = 12 vector loads for 18
-    FMAs), 3x3 stride 2 reads even/odd columns with vload_even/odd (2 loads + 1 shuffle); other
-    filters and strides take a scalar loop. Tails are stored masked. While a plane is computed, the
-    next one is prefetched row by row (its L3 -> L1 copy would otherwise not overlap the FMAs)."""
+    one zero-padded plane buffer (row stride Wb, L1/L2-resident, borders zeroed once). Input rows are
+    copied in just before the output rows that need them (the L3 reads then overlap the FMAs of the
+    rows before; a whole-plane copy first did not overlap: 59 + 125 us at 144@56x56), so every tap of
+    an output row is a contiguous segment of the buffer: 3x3 stride 1 computes two output rows per
+    pass (4 input rows x 3 shifts = 12 vector loads for 18 FMAs), 3x3 stride 2 reads even/odd columns
+    with vload_even/odd (2 loads + 1 shuffle); other filters and strides take a scalar loop over a
+    fully copied plane. Tails are stored masked."""
     N, C, H, W = x.shape
     R, S = w.shape[2], w.shape[3]
     P, Q = y.shape[2], y.shape[3]
@@ -126,113 +140,95 @@ def _depthwise_chunk(x, w, y, sh, sw, ph, pw, t, nchunks):
     yf = y.reshape(-1)
     wf = w.reshape(-1)
     planes = N * C
-    if True:  # one chunk of planes per thread (the caller's prange)
-        buf = np.zeros(Hp * Wb + 2 * L, dtype=x.dtype)
-        last = planes * (t + 1) // nchunks
-        for nc in range(planes * t // nchunks, last):
-            c = nc % C
-            nxt = (nc + 1) * H * W if nc + 1 < last else nc * H * W  # prefetched during this plane
-            pf_rows = (H + P - 1) // P  # input rows to prefetch per output row
-            xb = nc * H * W
-            for h in range(H):
-                d = (h + ph) * Wb + pw
-                src = xb + h * W
-                for j in range(0, W, L):
-                    if j + L <= W:
-                        vstore(buf, d + j, vload(xf, src + j))
-                    else:
-                        vstorem(buf, d + j, vloadm(xf, src + j, W - j), W - j)
-            yb = nc * P * Q
-            wb = c * R * S
-            if R == 3 and S == 3 and sw <= 2:
-                w0 = vsplat(wf[wb])
-                w1 = vsplat(wf[wb + 1])
-                w2 = vsplat(wf[wb + 2])
-                w3 = vsplat(wf[wb + 3])
-                w4 = vsplat(wf[wb + 4])
-                w5 = vsplat(wf[wb + 5])
-                w6 = vsplat(wf[wb + 6])
-                w7 = vsplat(wf[wb + 7])
-                w8 = vsplat(wf[wb + 8])
-                p = 0
-                if sh == 1 and sw == 1:
-                    while p + 1 < P:
-                        for h in range(p * pf_rows, min(H, (p + 2) * pf_rows)):
-                            for j in range(0, W, 16):
-                                prefetch(xf, nxt + h * W + j)
-                        r0 = p * Wb
-                        for q in range(0, Q, L):
-                            b = r0 + q
-                            a0 = vload(buf, b)
-                            a1 = vload(buf, b + 1)
-                            a2 = vload(buf, b + 2)
-                            b0 = vload(buf, b + Wb)
-                            b1 = vload(buf, b + Wb + 1)
-                            b2 = vload(buf, b + Wb + 2)
-                            c0 = vload(buf, b + 2 * Wb)
-                            c1 = vload(buf, b + 2 * Wb + 1)
-                            c2 = vload(buf, b + 2 * Wb + 2)
-                            d0 = vload(buf, b + 3 * Wb)
-                            d1 = vload(buf, b + 3 * Wb + 1)
-                            d2 = vload(buf, b + 3 * Wb + 2)
-                            u = vfma(w2, a2, vfma(w1, a1, vmul(w0, a0)))
-                            u = vfma(w5, b2, vfma(w4, b1, vfma(w3, b0, u)))
-                            u = vfma(w8, c2, vfma(w7, c1, vfma(w6, c0, u)))
-                            v = vfma(w2, b2, vfma(w1, b1, vmul(w0, b0)))
-                            v = vfma(w5, c2, vfma(w4, c1, vfma(w3, c0, v)))
-                            v = vfma(w8, d2, vfma(w7, d1, vfma(w6, d0, v)))
-                            o = yb + p * Q + q
-                            if q + L <= Q:
-                                vstore(yf, o, u)
-                                vstore(yf, o + Q, v)
-                            else:
-                                vstorem(yf, o, u, Q - q)
-                                vstorem(yf, o + Q, v, Q - q)
-                        p += 2
-                while p < P:
-                    for h in range(p * pf_rows, min(H, (p + 1) * pf_rows)):
-                        for j in range(0, W, 16):
-                            prefetch(xf, nxt + h * W + j)
-                    r0 = p * sh * Wb
+    buf = np.zeros(Hp * Wb + 2 * L, dtype=x.dtype)
+    for nc in range(planes * t // nchunks, planes * (t + 1) // nchunks):
+        c = nc % C
+        xb = nc * H * W
+        yb = nc * P * Q
+        wb = c * R * S
+        if R == 3 and S == 3 and sw <= 2:
+            w0 = vsplat(wf[wb])
+            w1 = vsplat(wf[wb + 1])
+            w2 = vsplat(wf[wb + 2])
+            w3 = vsplat(wf[wb + 3])
+            w4 = vsplat(wf[wb + 4])
+            w5 = vsplat(wf[wb + 5])
+            w6 = vsplat(wf[wb + 6])
+            w7 = vsplat(wf[wb + 7])
+            w8 = vsplat(wf[wb + 8])
+            filled = 0
+            p = 0
+            if sh == 1 and sw == 1:
+                while p + 1 < P:
+                    _fill_rows(xf, xb, buf, H, W, Wb, ph, pw, L, filled, p + 4)
+                    filled = p + 4
+                    r0 = p * Wb
                     for q in range(0, Q, L):
-                        if sw == 1:
-                            b = r0 + q
-                            u = vfma(w2, vload(buf, b + 2), vfma(w1, vload(buf, b + 1), vmul(w0, vload(buf, b))))
-                            b += Wb
-                            u = vfma(w5, vload(buf, b + 2), vfma(w4, vload(buf, b + 1), vfma(w3, vload(buf, b), u)))
-                            b += Wb
-                            u = vfma(w8, vload(buf, b + 2), vfma(w7, vload(buf, b + 1), vfma(w6, vload(buf, b), u)))
-                        else:
-                            b = r0 + 2 * q
-                            u = vfma(
-                                w2, vload_even(buf, b + 2), vfma(w1, vload_odd(buf, b), vmul(w0, vload_even(buf, b)))
-                            )
-                            b += Wb
-                            u = vfma(
-                                w5,
-                                vload_even(buf, b + 2),
-                                vfma(w4, vload_odd(buf, b), vfma(w3, vload_even(buf, b), u)),
-                            )
-                            b += Wb
-                            u = vfma(
-                                w8,
-                                vload_even(buf, b + 2),
-                                vfma(w7, vload_odd(buf, b), vfma(w6, vload_even(buf, b), u)),
-                            )
+                        b = r0 + q
+                        a0 = vload(buf, b)
+                        a1 = vload(buf, b + 1)
+                        a2 = vload(buf, b + 2)
+                        b0 = vload(buf, b + Wb)
+                        b1 = vload(buf, b + Wb + 1)
+                        b2 = vload(buf, b + Wb + 2)
+                        c0 = vload(buf, b + 2 * Wb)
+                        c1 = vload(buf, b + 2 * Wb + 1)
+                        c2 = vload(buf, b + 2 * Wb + 2)
+                        d0 = vload(buf, b + 3 * Wb)
+                        d1 = vload(buf, b + 3 * Wb + 1)
+                        d2 = vload(buf, b + 3 * Wb + 2)
+                        u = vfma(w2, a2, vfma(w1, a1, vmul(w0, a0)))
+                        u = vfma(w5, b2, vfma(w4, b1, vfma(w3, b0, u)))
+                        u = vfma(w8, c2, vfma(w7, c1, vfma(w6, c0, u)))
+                        v = vfma(w2, b2, vfma(w1, b1, vmul(w0, b0)))
+                        v = vfma(w5, c2, vfma(w4, c1, vfma(w3, c0, v)))
+                        v = vfma(w8, d2, vfma(w7, d1, vfma(w6, d0, v)))
+                        o = yb + p * Q + q
                         if q + L <= Q:
-                            vstore(yf, yb + p * Q + q, u)
+                            vstore(yf, o, u)
+                            vstore(yf, o + Q, v)
                         else:
-                            vstorem(yf, yb + p * Q + q, u, Q - q)
-                    p += 1
-            else:
-                for p in range(P):
-                    for q in range(Q):
-                        acc = x.dtype.type(0)
-                        for r in range(R):
-                            rb = (p * sh + r) * Wb + q * sw
-                            for s_ in range(S):
-                                acc += wf[wb + r * S + s_] * buf[rb + s_]
-                        yf[yb + p * Q + q] = acc
+                            vstorem(yf, o, u, Q - q)
+                            vstorem(yf, o + Q, v, Q - q)
+                    p += 2
+            while p < P:
+                _fill_rows(xf, xb, buf, H, W, Wb, ph, pw, L, filled, p * sh + 3)
+                filled = max(filled, p * sh + 3)
+                r0 = p * sh * Wb
+                for q in range(0, Q, L):
+                    if sw == 1:
+                        b = r0 + q
+                        u = vfma(w2, vload(buf, b + 2), vfma(w1, vload(buf, b + 1), vmul(w0, vload(buf, b))))
+                        b += Wb
+                        u = vfma(w5, vload(buf, b + 2), vfma(w4, vload(buf, b + 1), vfma(w3, vload(buf, b), u)))
+                        b += Wb
+                        u = vfma(w8, vload(buf, b + 2), vfma(w7, vload(buf, b + 1), vfma(w6, vload(buf, b), u)))
+                    else:
+                        b = r0 + 2 * q
+                        u = vfma(w2, vload_even(buf, b + 2), vfma(w1, vload_odd(buf, b), vmul(w0, vload_even(buf, b))))
+                        b += Wb
+                        u = vfma(
+                            w5, vload_even(buf, b + 2), vfma(w4, vload_odd(buf, b), vfma(w3, vload_even(buf, b), u))
+                        )
+                        b += Wb
+                        u = vfma(
+                            w8, vload_even(buf, b + 2), vfma(w7, vload_odd(buf, b), vfma(w6, vload_even(buf, b), u))
+                        )
+                    if q + L <= Q:
+                        vstore(yf, yb + p * Q + q, u)
+                    else:
+                        vstorem(yf, yb + p * Q + q, u, Q - q)
+                p += 1
+        else:
+            _fill_rows(xf, xb, buf, H, W, Wb, ph, pw, L, 0, Hp)
+            for p in range(P):
+                for q in range(Q):
+                    acc = x.dtype.type(0)
+                    for r in range(R):
+                        rb = (p * sh + r) * Wb + q * sw
+                        for s_ in range(S):
+                            acc += wf[wb + r * S + s_] * buf[rb + s_]
+                    yf[yb + p * Q + q] = acc
 
 
 @njit(parallel=True, cache=True)
