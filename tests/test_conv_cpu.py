@@ -49,6 +49,8 @@ NHWC = {
     "3x3-p1": F.shape(2, 8, 9, 11, 12, 3, pad=1, layout="NHWC"),
     "groups2": F.shape(2, 6, 9, 9, 4, 3, pad=1, groups=2, layout="NHWC"),
     "depthwise-s2": F.shape(1, 24, 11, 10, 24, 3, pad=1, groups=24, stride=2, layout="NHWC"),
+    "depthwise-s1": F.shape(2, 40, 9, 12, 40, 3, pad=1, groups=40, layout="NHWC"),
+    "depthwise-5x5": F.shape(1, 16, 9, 9, 16, 5, pad=2, groups=16, layout="NHWC"),
     "1x1": F.shape(1, 5, 12, 12, 7, 1, layout="NHWC"),
 }
 SLOW_VARIANTS = ("06-winograd-f4x4-3x3",)

@@ -109,9 +109,10 @@ def direct_naive_nhwc(x, w, y, sh, sw, ph, pw, groups):
 
 @njit(inline="always")
 def _fill_rows(xf, xb, buf, H, W, Wb, ph, pw, L, lo, hi):
-    """Copy input rows into padded rows [lo, hi) of the plane buffer (rows outside the input stay 0)."""
+    """Copy input rows into padded rows [lo, hi) of the plane buffer (rows outside the input stay 0);
+    a row's input starts at column L (a 64-byte boundary: aligned vector stores)."""
     for hp in range(max(lo, ph), min(hi, ph + H)):
-        d = hp * Wb + pw
+        d = hp * Wb + L
         src = xb + (hp - ph) * W
         for j in range(0, W, L):
             if j + L <= W:
@@ -124,10 +125,10 @@ def _fill_rows(xf, xb, buf, H, W, Wb, ph, pw, L, lo, hi):
 def _depthwise_chunk(x, w, y, sh, sw, ph, pw, t, nchunks):
     """groups == C == K. The N*C planes are split into ``nchunks`` (one per thread); each chunk owns
     one zero-padded plane buffer (row stride Wb, L1/L2-resident, borders zeroed once). Input rows are
-    copied in just before the output rows that need them (the L3 reads then overlap the FMAs of the
-    rows before; a whole-plane copy first did not overlap: 59 + 125 us at 144@56x56), so every tap of
-    an output row is a contiguous segment of the buffer: 3x3 stride 1 computes two output rows per
-    pass (4 input rows x 3 shifts = 12 vector loads for 18 FMAs), 3x3 stride 2 reads even/odd columns
+    copied in just before the output rows that need them, so every tap of an output row is a
+    contiguous segment of the buffer: 3x3 stride 1 computes four output rows per pass (6 input rows x
+    3 shifts = 18 unaligned vector loads for 36 FMAs: FMA-bound; one row per pass was load-bound at
+    9 loads, most of them cache-line splits, per 9 FMAs), 3x3 stride 2 reads even/odd columns
     with vload_even/odd (2 loads + 1 shuffle); other filters and strides take a scalar loop over a
     fully copied plane. Tails are stored masked."""
     N, C, H, W = x.shape
@@ -135,12 +136,17 @@ def _depthwise_chunk(x, w, y, sh, sw, ph, pw, t, nchunks):
     P, Q = y.shape[2], y.shape[3]
     L = vlanes(x)
     Hp = H + 2 * ph
-    Wb = W + 2 * pw + 2 * L + 2  # slack for the last vector's (stride 2: double) overrun
+    # row: [L - pw zero][pw zero][W input][slack >= pw + 2L + 2 for the last (stride 2: double) vector],
+    # a multiple of L long; padded column 0 is at L - pw
+    Wb = (L + W + pw + 2 * L + 2 + L - 1) // L * L
+    c0 = L - pw
     xf = x.reshape(-1)
     yf = y.reshape(-1)
     wf = w.reshape(-1)
     planes = N * C
-    buf = np.zeros(Hp * Wb + 2 * L, dtype=x.dtype)
+    raw = np.zeros(Hp * Wb + 3 * L, dtype=x.dtype)
+    a = (64 - raw.ctypes.data % 64) % 64 // x.itemsize
+    buf = raw[a : a + Hp * Wb + 2 * L]
     for nc in range(planes * t // nchunks, planes * (t + 1) // nchunks):
         c = nc % C
         xb = nc * H * W
@@ -159,42 +165,63 @@ def _depthwise_chunk(x, w, y, sh, sw, ph, pw, t, nchunks):
             filled = 0
             p = 0
             if sh == 1 and sw == 1:
-                while p + 1 < P:
-                    _fill_rows(xf, xb, buf, H, W, Wb, ph, pw, L, filled, p + 4)
-                    filled = p + 4
-                    r0 = p * Wb
+                while p + 3 < P:  # four output rows from six input rows: 18 loads, 36 FMAs
+                    _fill_rows(xf, xb, buf, H, W, Wb, ph, pw, L, filled, p + 6)
+                    filled = p + 6
+                    r0 = p * Wb + c0
                     for q in range(0, Q, L):
                         b = r0 + q
-                        a0 = vload(buf, b)
-                        a1 = vload(buf, b + 1)
-                        a2 = vload(buf, b + 2)
-                        b0 = vload(buf, b + Wb)
-                        b1 = vload(buf, b + Wb + 1)
-                        b2 = vload(buf, b + Wb + 2)
-                        c0 = vload(buf, b + 2 * Wb)
-                        c1 = vload(buf, b + 2 * Wb + 1)
-                        c2 = vload(buf, b + 2 * Wb + 2)
-                        d0 = vload(buf, b + 3 * Wb)
-                        d1 = vload(buf, b + 3 * Wb + 1)
-                        d2 = vload(buf, b + 3 * Wb + 2)
-                        u = vfma(w2, a2, vfma(w1, a1, vmul(w0, a0)))
-                        u = vfma(w5, b2, vfma(w4, b1, vfma(w3, b0, u)))
-                        u = vfma(w8, c2, vfma(w7, c1, vfma(w6, c0, u)))
-                        v = vfma(w2, b2, vfma(w1, b1, vmul(w0, b0)))
-                        v = vfma(w5, c2, vfma(w4, c1, vfma(w3, c0, v)))
-                        v = vfma(w8, d2, vfma(w7, d1, vfma(w6, d0, v)))
+                        x0 = vload(buf, b)
+                        x1 = vload(buf, b + 1)
+                        x2 = vload(buf, b + 2)
+                        o0 = vfma(w2, x2, vfma(w1, x1, vmul(w0, x0)))
+                        b += Wb
+                        x0 = vload(buf, b)
+                        x1 = vload(buf, b + 1)
+                        x2 = vload(buf, b + 2)
+                        o0 = vfma(w5, x2, vfma(w4, x1, vfma(w3, x0, o0)))
+                        o1 = vfma(w2, x2, vfma(w1, x1, vmul(w0, x0)))
+                        b += Wb
+                        x0 = vload(buf, b)
+                        x1 = vload(buf, b + 1)
+                        x2 = vload(buf, b + 2)
+                        o0 = vfma(w8, x2, vfma(w7, x1, vfma(w6, x0, o0)))
+                        o1 = vfma(w5, x2, vfma(w4, x1, vfma(w3, x0, o1)))
+                        o2 = vfma(w2, x2, vfma(w1, x1, vmul(w0, x0)))
+                        b += Wb
+                        x0 = vload(buf, b)
+                        x1 = vload(buf, b + 1)
+                        x2 = vload(buf, b + 2)
+                        o1 = vfma(w8, x2, vfma(w7, x1, vfma(w6, x0, o1)))
+                        o2 = vfma(w5, x2, vfma(w4, x1, vfma(w3, x0, o2)))
+                        o3 = vfma(w2, x2, vfma(w1, x1, vmul(w0, x0)))
+                        b += Wb
+                        x0 = vload(buf, b)
+                        x1 = vload(buf, b + 1)
+                        x2 = vload(buf, b + 2)
+                        o2 = vfma(w8, x2, vfma(w7, x1, vfma(w6, x0, o2)))
+                        o3 = vfma(w5, x2, vfma(w4, x1, vfma(w3, x0, o3)))
+                        b += Wb
+                        x0 = vload(buf, b)
+                        x1 = vload(buf, b + 1)
+                        x2 = vload(buf, b + 2)
+                        o3 = vfma(w8, x2, vfma(w7, x1, vfma(w6, x0, o3)))
                         o = yb + p * Q + q
                         if q + L <= Q:
-                            vstore(yf, o, u)
-                            vstore(yf, o + Q, v)
+                            vstore(yf, o, o0)
+                            vstore(yf, o + Q, o1)
+                            vstore(yf, o + 2 * Q, o2)
+                            vstore(yf, o + 3 * Q, o3)
                         else:
-                            vstorem(yf, o, u, Q - q)
-                            vstorem(yf, o + Q, v, Q - q)
-                    p += 2
+                            vstorem(yf, o, o0, Q - q)
+                            vstorem(yf, o + Q, o1, Q - q)
+                            vstorem(yf, o + 2 * Q, o2, Q - q)
+                            vstorem(yf, o + 3 * Q, o3, Q - q)
+                    p += 4
             while p < P:
                 _fill_rows(xf, xb, buf, H, W, Wb, ph, pw, L, filled, p * sh + 3)
                 filled = max(filled, p * sh + 3)
-                r0 = p * sh * Wb
+                r0 = p * sh * Wb + c0
                 for q in range(0, Q, L):
                     if sw == 1:
                         b = r0 + q
@@ -225,7 +252,7 @@ def _depthwise_chunk(x, w, y, sh, sw, ph, pw, t, nchunks):
                 for q in range(Q):
                     acc = x.dtype.type(0)
                     for r in range(R):
-                        rb = (p * sh + r) * Wb + q * sw
+                        rb = (p * sh + r) * Wb + c0 + q * sw
                         for s_ in range(S):
                             acc += wf[wb + r * S + s_] * buf[rb + s_]
                     yf[yb + p * Q + q] = acc
@@ -241,9 +268,12 @@ def depthwise_nchw(x, w, y, sh, sw, ph, pw, nchunks):
 
 @njit(fastmath=True, parallel=True, cache=True, boundscheck=False)
 def depthwise_nhwc(x, wt, y, sh, sw, ph, pw):
-    """groups == C == K, NHWC: vectorized over channels (masked tail); wt is the weights as (R, S, C).
-    Per output pixel and channel vector: R*S (weight, input) vector pairs, taps outside the input
-    skipped."""
+    """groups == C == K, NHWC: vectorized over channels; wt is the weights as (R, S, C). 3x3: per
+    output row and full channel vector, the 9 weight vectors stay in registers while the interior
+    pixels take 9 loads + 9 FMAs from one base pointer and loop-invariant offsets (blocking 4 pixels
+    to share taps made LLVM keep 36 pointers and spill them: 1.9x slower, measured interleaved).
+    Border pixels, rows next to the padding, a channel tail (masked) and other filters go through
+    a loop that skips the taps outside the input."""
     N, H, W, C = x.shape
     R, S = wt.shape[0], wt.shape[1]
     P, Q = y.shape[1], y.shape[2]
@@ -251,14 +281,46 @@ def depthwise_nhwc(x, wt, y, sh, sw, ph, pw):
     xf = x.reshape(-1)
     yf = y.reshape(-1)
     wf = wt.reshape(-1)
+    Cv = C // L * L  # channels in full vectors
+    # output columns whose 3 taps are all inside the input
+    q_lo = min(Q, (pw + sw - 1) // sw)
+    q_hi = max(q_lo, min(Q, (W - 3 + pw) // sw + 1))
+    WC = W * C
     for np_ in prange(N * P):
         n = np_ // P
         p = np_ % P
         h0 = p * sh - ph
-        for cv in range(0, C, L):
-            m = min(L, C - cv)
-            for q in range(Q):
-                w0 = q * sw - pw
+        done_lo, done_hi = 0, 0
+        if R == 3 and S == 3 and h0 >= 0 and h0 + 3 <= H:
+            b0 = (n * H + h0) * WC
+            for cv in range(0, Cv, L):
+                k0 = vload(wf, cv)
+                k1 = vload(wf, C + cv)
+                k2 = vload(wf, 2 * C + cv)
+                k3 = vload(wf, 3 * C + cv)
+                k4 = vload(wf, 4 * C + cv)
+                k5 = vload(wf, 5 * C + cv)
+                k6 = vload(wf, 6 * C + cv)
+                k7 = vload(wf, 7 * C + cv)
+                k8 = vload(wf, 8 * C + cv)
+                for q in range(q_lo, q_hi):
+                    b = b0 + (q * sw - pw) * C + cv
+                    acc = vmul(k0, vload(xf, b))
+                    acc = vfma(k1, vload(xf, b + C), acc)
+                    acc = vfma(k2, vload(xf, b + 2 * C), acc)
+                    acc = vfma(k3, vload(xf, b + WC), acc)
+                    acc = vfma(k4, vload(xf, b + WC + C), acc)
+                    acc = vfma(k5, vload(xf, b + WC + 2 * C), acc)
+                    acc = vfma(k6, vload(xf, b + 2 * WC), acc)
+                    acc = vfma(k7, vload(xf, b + 2 * WC + C), acc)
+                    acc = vfma(k8, vload(xf, b + 2 * WC + 2 * C), acc)
+                    vstore(yf, (np_ * Q + q) * C + cv, acc)
+            done_lo, done_hi = q_lo, q_hi
+        for q in range(Q):
+            w0 = q * sw - pw
+            c_from = Cv if (q >= done_lo and q < done_hi) else 0
+            for cv in range(c_from, C, L):
+                m = min(L, C - cv)
                 acc = vzero(x)
                 for r in range(R):
                     h = h0 + r
