@@ -338,25 +338,43 @@ def depthwise_nhwc(x, wt, y, sh, sw, ph, pw):
 # ---- blocked direct: packing ----------------------------------------------------------------------
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, boundscheck=False)
 def pack_phases(x, xp, sh, sw, ph, pw, Hs, Ws):
     """x (N, C, H, W) -> xp[(n*C + c)*CPL + ((h % sh)*sw + w % sw)*Hs*Ws + (h//sh)*Ws + w//sw] for the
-    padded coordinates (h, w); zero outside the input. The slack after the last plane stays zero."""
+    padded coordinates (h, w); zero outside the input. The slack after the last plane stays zero.
+    Stride 1: rows copied with vector loads/stores and only the padding zeroed (a zero-everything-
+    then-copy scalar loop took 3.2 ms of a 25 ms call at 64@56x56, batch 8)."""
     N, C, H, W = x.shape
     HW = Hs * Ws
     CPL = sh * sw * HW
+    L = vlanes(x)
+    xf = x.reshape(-1)
     for nc in prange(N * C):
         n = nc // C
         c = nc % C
         base = nc * CPL
-        for i in range(CPL):
-            xp[base + i] = 0
         if sh == 1 and sw == 1:
-            for h in range(H):
-                o = base + (h + ph) * Ws + pw
-                for wi in range(W):
-                    xp[o + wi] = x[n, c, h, wi]
+            for hp in range(Hs):
+                o = base + hp * Ws
+                h = hp - ph
+                if h < 0 or h >= H:
+                    for i in range(Ws):
+                        xp[o + i] = 0
+                    continue
+                for i in range(pw):
+                    xp[o + i] = 0
+                for i in range(pw + W, Ws):
+                    xp[o + i] = 0
+                src = nc * H * W + h * W
+                d = o + pw
+                for j in range(0, W, L):
+                    if j + L <= W:
+                        vstore(xp, d + j, vload(xf, src + j))
+                    else:
+                        vstorem(xp, d + j, vloadm(xf, src + j, W - j), W - j)
         else:
+            for i in range(CPL):
+                xp[base + i] = 0
             for h in range(H):
                 hh = h + ph
                 ro = base + ((hh % sh) * sw) * HW + (hh // sh) * Ws
