@@ -40,6 +40,9 @@ PINNED = [  # dtype, kind, relative error that must fail, relative error that mu
     ("float32", "default", 2e-4, 5e-5),
     ("float32", "reduction", 4e-3, 1e-3),
     ("float32", "winograd4", 1e-2, 2e-3),
+    ("float32", "conv", 2e-4, 5e-5),
+    ("float32", "conv-winograd-f4x4", 2e-3, 5e-4),
+    ("float64", "conv", 2e-9, 5e-10),
     ("float16", "default", 2e-2, 5e-3),
     ("bfloat16", "default", 6e-2, 1.5e-2),
 ]

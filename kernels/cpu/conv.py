@@ -1,0 +1,550 @@
+"""Direct 2-D convolution kernels (numba): naive, register-blocked explicit SIMD, depthwise.
+
+What they compute: y = conv2d(x, w, stride, pad, groups), cross-correlation, x NCHW (or NHWC where
+said), w (K, C/groups, R, S), float32 or float64. Variants (rooflab/families/conv/cpu.py):
+
+  direct_naive_nchw / _nhwc   one output at a time, taps bounds-checked: the ladder's floor
+                              (LLVM vectorizes nothing useful: ~1 GFLOP/s)
+  direct_blocked (generated)  "implicit GEMM on padded rows": each input channel is padded and split
+                              into stride phases, flattened with row length Ws, so the input of
+                              output pixel j = p*Ws + q under tap (r, s) is xflat[j + off(r, s)]: a
+                              contiguous, unaligned vector load with no edge handling. A register tile
+                              of KB output channels x NV vectors of L pixels (KB*NV accumulators) is
+                              carried over all (c, r, s); per step NV vloads + KB broadcasts of packed
+                              weights + KB*NV FMAs. The (Ws - Q) junk columns of each wide row are
+                              computed and cropped. Square filters up to 3x3 are compile-time
+                              constants (taps unrolled); the others loop over a tap-offset table:
+                              with 16 accumulators per tap the loop is free (3x3 unrolled: within
+                              3 %), and unrolled 5x5 / 7x7 ran 20-30 % slower here and compile for
+                              20 s+ (research/numba-gemm-conv.md 3.6: R=15 did not finish in 9 min).
+  depthwise_nchw / _nhwc      groups == C == K: one zero-padded plane per thread in L1/L2, each tap of
+                              an output row a contiguous vector load (stride 2: even/odd columns,
+                              conv_simd.py), 3x3 unrolled, two rows per pass; NHWC vectorizes over
+                              channels instead.
+
+Napkin (Zen 4, AVX-512 as 2 x 256-bit: 1 zmm FMA/cycle, 2 x 256-bit loads/cycle, 32 zmm):
+8x2 tile = 16 zmm accumulators, per (c, r, s) 2 vloads + 8 broadcasts for 16 FMAs: FMA-bound,
+512 FLOP per 16 cycles = 32 FLOP/cycle = 112 GFLOP/s at 3.5 GHz. Depthwise 3x3: 9 FMAs per 16
+outputs from 6 loads (two rows per pass), 2.25 FLOP/B of compulsory traffic: at 1 thread that is just
+right of the L3 ridge (112 GFLOP/s / ~75 GB/s = 1.5 FLOP/B), so the FMA pipes bound it too.
+
+Run: python -c "import rooflab; v = rooflab.get_variant('cpu.conv.02-direct-blocked-simd'); ..."
+or pytest tests/test_conv_cpu.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+from numba import njit, prange
+
+import rooflab._numba_env  # noqa: F401
+
+from . import simd
+from .conv_simd import vload_even, vload_odd
+from .simd import vfma, vlanes, vload, vloadm, vmul, vsplat, vstore, vstorem, vzero
+
+# ---- naive direct ---------------------------------------------------------------------------------
+
+
+@njit(parallel=True, cache=True)
+def direct_naive_nchw(x, w, y, sh, sw, ph, pw, groups):
+    N, C, H, W = x.shape
+    K, Cg, R, S = w.shape
+    P, Q = y.shape[2], y.shape[3]
+    Kg = K // groups
+    for nk in prange(N * K):
+        n = nk // K
+        k = nk % K
+        c0 = (k // Kg) * Cg
+        for p in range(P):
+            for q in range(Q):
+                acc = x.dtype.type(0)
+                for c in range(Cg):
+                    for r in range(R):
+                        h = p * sh - ph + r
+                        if h < 0 or h >= H:
+                            continue
+                        for s in range(S):
+                            wi = q * sw - pw + s
+                            if wi >= 0 and wi < W:
+                                acc += x[n, c0 + c, h, wi] * w[k, c, r, s]
+                y[n, k, p, q] = acc
+
+
+@njit(parallel=True, cache=True)
+def direct_naive_nhwc(x, w, y, sh, sw, ph, pw, groups):
+    N, H, W, C = x.shape
+    K, Cg, R, S = w.shape
+    P, Q = y.shape[1], y.shape[2]
+    Kg = K // groups
+    for np_ in prange(N * P):
+        n = np_ // P
+        p = np_ % P
+        for q in range(Q):
+            for k in range(K):
+                c0 = (k // Kg) * Cg
+                acc = x.dtype.type(0)
+                for r in range(R):
+                    h = p * sh - ph + r
+                    if h < 0 or h >= H:
+                        continue
+                    for s in range(S):
+                        wi = q * sw - pw + s
+                        if wi >= 0 and wi < W:
+                            for c in range(Cg):
+                                acc += x[n, h, wi, c0 + c] * w[k, c, r, s]
+                y[n, p, q, k] = acc
+
+
+# ---- depthwise ------------------------------------------------------------------------------------
+
+
+@njit(inline="always")
+def _fill_rows(xf, xb, buf, H, W, Wb, ph, pw, L, lo, hi):
+    """Copy input rows into padded rows [lo, hi) of the plane buffer (rows outside the input stay 0);
+    a row's input starts at column L (a 64-byte boundary: aligned vector stores)."""
+    for hp in range(max(lo, ph), min(hi, ph + H)):
+        d = hp * Wb + L
+        src = xb + (hp - ph) * W
+        for j in range(0, W, L):
+            if j + L <= W:
+                vstore(buf, d + j, vload(xf, src + j))
+            else:
+                vstorem(buf, d + j, vloadm(xf, src + j, W - j), W - j)
+
+
+@njit(fastmath=True, cache=True, boundscheck=False)
+def _depthwise_chunk(x, w, y, sh, sw, ph, pw, t, nchunks):
+    """groups == C == K. The N*C planes are split into ``nchunks`` (one per thread); each chunk owns
+    one zero-padded plane buffer (row stride Wb, L1/L2-resident, borders zeroed once). Input rows are
+    copied in just before the output rows that need them, so every tap of an output row is a
+    contiguous segment of the buffer: 3x3 stride 1 computes four output rows per pass (6 input rows x
+    3 shifts = 18 unaligned vector loads for 36 FMAs: FMA-bound; one row per pass was load-bound at
+    9 loads, most of them cache-line splits, per 9 FMAs), 3x3 stride 2 reads even/odd columns
+    with vload_even/odd (2 loads + 1 shuffle); other filters and strides take a scalar loop over a
+    fully copied plane. Tails are stored masked."""
+    N, C, H, W = x.shape
+    R, S = w.shape[2], w.shape[3]
+    P, Q = y.shape[2], y.shape[3]
+    L = vlanes(x)
+    Hp = H + 2 * ph
+    # row: [L - pw zero][pw zero][W input][slack >= pw + 2L + 2 for the last (stride 2: double) vector],
+    # a multiple of L long; padded column 0 is at L - pw
+    Wb = (L + W + pw + 2 * L + 2 + L - 1) // L * L
+    c0 = L - pw
+    xf = x.reshape(-1)
+    yf = y.reshape(-1)
+    wf = w.reshape(-1)
+    planes = N * C
+    raw = np.zeros(Hp * Wb + 3 * L, dtype=x.dtype)
+    a = (64 - raw.ctypes.data % 64) % 64 // x.itemsize
+    buf = raw[a : a + Hp * Wb + 2 * L]
+    for nc in range(planes * t // nchunks, planes * (t + 1) // nchunks):
+        c = nc % C
+        xb = nc * H * W
+        yb = nc * P * Q
+        wb = c * R * S
+        if R == 3 and S == 3 and sw <= 2:
+            w0 = vsplat(wf[wb])
+            w1 = vsplat(wf[wb + 1])
+            w2 = vsplat(wf[wb + 2])
+            w3 = vsplat(wf[wb + 3])
+            w4 = vsplat(wf[wb + 4])
+            w5 = vsplat(wf[wb + 5])
+            w6 = vsplat(wf[wb + 6])
+            w7 = vsplat(wf[wb + 7])
+            w8 = vsplat(wf[wb + 8])
+            filled = 0
+            p = 0
+            if sh == 1 and sw == 1:
+                while p + 3 < P:  # four output rows from six input rows: 18 loads, 36 FMAs
+                    _fill_rows(xf, xb, buf, H, W, Wb, ph, pw, L, filled, p + 6)
+                    filled = p + 6
+                    r0 = p * Wb + c0
+                    for q in range(0, Q, L):
+                        b = r0 + q
+                        x0 = vload(buf, b)
+                        x1 = vload(buf, b + 1)
+                        x2 = vload(buf, b + 2)
+                        o0 = vfma(w2, x2, vfma(w1, x1, vmul(w0, x0)))
+                        b += Wb
+                        x0 = vload(buf, b)
+                        x1 = vload(buf, b + 1)
+                        x2 = vload(buf, b + 2)
+                        o0 = vfma(w5, x2, vfma(w4, x1, vfma(w3, x0, o0)))
+                        o1 = vfma(w2, x2, vfma(w1, x1, vmul(w0, x0)))
+                        b += Wb
+                        x0 = vload(buf, b)
+                        x1 = vload(buf, b + 1)
+                        x2 = vload(buf, b + 2)
+                        o0 = vfma(w8, x2, vfma(w7, x1, vfma(w6, x0, o0)))
+                        o1 = vfma(w5, x2, vfma(w4, x1, vfma(w3, x0, o1)))
+                        o2 = vfma(w2, x2, vfma(w1, x1, vmul(w0, x0)))
+                        b += Wb
+                        x0 = vload(buf, b)
+                        x1 = vload(buf, b + 1)
+                        x2 = vload(buf, b + 2)
+                        o1 = vfma(w8, x2, vfma(w7, x1, vfma(w6, x0, o1)))
+                        o2 = vfma(w5, x2, vfma(w4, x1, vfma(w3, x0, o2)))
+                        o3 = vfma(w2, x2, vfma(w1, x1, vmul(w0, x0)))
+                        b += Wb
+                        x0 = vload(buf, b)
+                        x1 = vload(buf, b + 1)
+                        x2 = vload(buf, b + 2)
+                        o2 = vfma(w8, x2, vfma(w7, x1, vfma(w6, x0, o2)))
+                        o3 = vfma(w5, x2, vfma(w4, x1, vfma(w3, x0, o3)))
+                        b += Wb
+                        x0 = vload(buf, b)
+                        x1 = vload(buf, b + 1)
+                        x2 = vload(buf, b + 2)
+                        o3 = vfma(w8, x2, vfma(w7, x1, vfma(w6, x0, o3)))
+                        o = yb + p * Q + q
+                        if q + L <= Q:
+                            vstore(yf, o, o0)
+                            vstore(yf, o + Q, o1)
+                            vstore(yf, o + 2 * Q, o2)
+                            vstore(yf, o + 3 * Q, o3)
+                        else:
+                            vstorem(yf, o, o0, Q - q)
+                            vstorem(yf, o + Q, o1, Q - q)
+                            vstorem(yf, o + 2 * Q, o2, Q - q)
+                            vstorem(yf, o + 3 * Q, o3, Q - q)
+                    p += 4
+            while p < P:
+                _fill_rows(xf, xb, buf, H, W, Wb, ph, pw, L, filled, p * sh + 3)
+                filled = max(filled, p * sh + 3)
+                r0 = p * sh * Wb + c0
+                for q in range(0, Q, L):
+                    if sw == 1:
+                        b = r0 + q
+                        u = vfma(w2, vload(buf, b + 2), vfma(w1, vload(buf, b + 1), vmul(w0, vload(buf, b))))
+                        b += Wb
+                        u = vfma(w5, vload(buf, b + 2), vfma(w4, vload(buf, b + 1), vfma(w3, vload(buf, b), u)))
+                        b += Wb
+                        u = vfma(w8, vload(buf, b + 2), vfma(w7, vload(buf, b + 1), vfma(w6, vload(buf, b), u)))
+                    else:
+                        b = r0 + 2 * q
+                        u = vfma(w2, vload_even(buf, b + 2), vfma(w1, vload_odd(buf, b), vmul(w0, vload_even(buf, b))))
+                        b += Wb
+                        u = vfma(
+                            w5, vload_even(buf, b + 2), vfma(w4, vload_odd(buf, b), vfma(w3, vload_even(buf, b), u))
+                        )
+                        b += Wb
+                        u = vfma(
+                            w8, vload_even(buf, b + 2), vfma(w7, vload_odd(buf, b), vfma(w6, vload_even(buf, b), u))
+                        )
+                    if q + L <= Q:
+                        vstore(yf, yb + p * Q + q, u)
+                    else:
+                        vstorem(yf, yb + p * Q + q, u, Q - q)
+                p += 1
+        else:
+            _fill_rows(xf, xb, buf, H, W, Wb, ph, pw, L, 0, Hp)
+            for p in range(P):
+                for q in range(Q):
+                    acc = x.dtype.type(0)
+                    for r in range(R):
+                        rb = (p * sh + r) * Wb + c0 + q * sw
+                        for s_ in range(S):
+                            acc += wf[wb + r * S + s_] * buf[rb + s_]
+                    yf[yb + p * Q + q] = acc
+
+
+@njit(parallel=True, cache=True)
+def depthwise_nchw(x, w, y, sh, sw, ph, pw, nchunks):
+    """groups == C == K, NCHW: ``nchunks`` chunks of planes in parallel (see _depthwise_chunk; the
+    body is a separate function because numba's parfor lowering of it ran ~1.3x slower)."""
+    for t in prange(nchunks):
+        _depthwise_chunk(x, w, y, sh, sw, ph, pw, t, nchunks)
+
+
+@njit(fastmath=True, parallel=True, cache=True, boundscheck=False)
+def depthwise_nhwc(x, wt, y, sh, sw, ph, pw):
+    """groups == C == K, NHWC: vectorized over channels; wt is the weights as (R, S, C). 3x3: per
+    output row and full channel vector, the 9 weight vectors stay in registers while the interior
+    pixels take 9 loads + 9 FMAs from one base pointer and loop-invariant offsets (blocking 4 pixels
+    to share taps made LLVM keep 36 pointers and spill them: 1.9x slower, measured interleaved).
+    Border pixels, rows next to the padding, a channel tail (masked) and other filters go through
+    a loop that skips the taps outside the input."""
+    N, H, W, C = x.shape
+    R, S = wt.shape[0], wt.shape[1]
+    P, Q = y.shape[1], y.shape[2]
+    L = vlanes(x)
+    xf = x.reshape(-1)
+    yf = y.reshape(-1)
+    wf = wt.reshape(-1)
+    Cv = C // L * L  # channels in full vectors
+    # output columns whose 3 taps are all inside the input
+    q_lo = min(Q, (pw + sw - 1) // sw)
+    q_hi = max(q_lo, min(Q, (W - 3 + pw) // sw + 1))
+    WC = W * C
+    for np_ in prange(N * P):
+        n = np_ // P
+        p = np_ % P
+        h0 = p * sh - ph
+        done_lo, done_hi = 0, 0
+        if R == 3 and S == 3 and h0 >= 0 and h0 + 3 <= H:
+            b0 = (n * H + h0) * WC
+            for cv in range(0, Cv, L):
+                k0 = vload(wf, cv)
+                k1 = vload(wf, C + cv)
+                k2 = vload(wf, 2 * C + cv)
+                k3 = vload(wf, 3 * C + cv)
+                k4 = vload(wf, 4 * C + cv)
+                k5 = vload(wf, 5 * C + cv)
+                k6 = vload(wf, 6 * C + cv)
+                k7 = vload(wf, 7 * C + cv)
+                k8 = vload(wf, 8 * C + cv)
+                for q in range(q_lo, q_hi):
+                    b = b0 + (q * sw - pw) * C + cv
+                    acc = vmul(k0, vload(xf, b))
+                    acc = vfma(k1, vload(xf, b + C), acc)
+                    acc = vfma(k2, vload(xf, b + 2 * C), acc)
+                    acc = vfma(k3, vload(xf, b + WC), acc)
+                    acc = vfma(k4, vload(xf, b + WC + C), acc)
+                    acc = vfma(k5, vload(xf, b + WC + 2 * C), acc)
+                    acc = vfma(k6, vload(xf, b + 2 * WC), acc)
+                    acc = vfma(k7, vload(xf, b + 2 * WC + C), acc)
+                    acc = vfma(k8, vload(xf, b + 2 * WC + 2 * C), acc)
+                    vstore(yf, (np_ * Q + q) * C + cv, acc)
+            done_lo, done_hi = q_lo, q_hi
+        for q in range(Q):
+            w0 = q * sw - pw
+            c_from = Cv if (q >= done_lo and q < done_hi) else 0
+            for cv in range(c_from, C, L):
+                m = min(L, C - cv)
+                acc = vzero(x)
+                for r in range(R):
+                    h = h0 + r
+                    if h < 0 or h >= H:
+                        continue
+                    xr = (n * H + h) * W
+                    for s_ in range(S):
+                        wi = w0 + s_
+                        if wi < 0 or wi >= W:
+                            continue
+                        acc = vfma(vloadm(wf, (r * S + s_) * C + cv, m), vloadm(xf, (xr + wi) * C + cv, m), acc)
+                vstorem(yf, (np_ * Q + q) * C + cv, acc, m)
+
+
+# ---- blocked direct: packing ----------------------------------------------------------------------
+
+
+@njit(parallel=True, cache=True, boundscheck=False)
+def pack_phases(x, xp, sh, sw, ph, pw, Hs, Ws):
+    """x (N, C, H, W) -> xp[(n*C + c)*CPL + ((h % sh)*sw + w % sw)*Hs*Ws + (h//sh)*Ws + w//sw] for the
+    padded coordinates (h, w); zero outside the input. The slack after the last plane stays zero.
+    Stride 1: rows copied with vector loads/stores and only the padding zeroed (a zero-everything-
+    then-copy scalar loop took 3.2 ms of a 25 ms call at 64@56x56, batch 8)."""
+    N, C, H, W = x.shape
+    HW = Hs * Ws
+    CPL = sh * sw * HW
+    L = vlanes(x)
+    xf = x.reshape(-1)
+    for nc in prange(N * C):
+        n = nc // C
+        c = nc % C
+        base = nc * CPL
+        if sh == 1 and sw == 1:
+            for hp in range(Hs):
+                o = base + hp * Ws
+                h = hp - ph
+                if h < 0 or h >= H:
+                    for i in range(Ws):
+                        xp[o + i] = 0
+                    continue
+                for i in range(pw):
+                    xp[o + i] = 0
+                for i in range(pw + W, Ws):
+                    xp[o + i] = 0
+                src = nc * H * W + h * W
+                d = o + pw
+                for j in range(0, W, L):
+                    if j + L <= W:
+                        vstore(xp, d + j, vload(xf, src + j))
+                    else:
+                        vstorem(xp, d + j, vloadm(xf, src + j, W - j), W - j)
+        else:
+            for i in range(CPL):
+                xp[base + i] = 0
+            for h in range(H):
+                hh = h + ph
+                ro = base + ((hh % sh) * sw) * HW + (hh // sh) * Ws
+                for wi in range(W):
+                    ww = wi + pw
+                    xp[ro + (ww % sw) * HW + ww // sw] = x[n, c, h, wi]
+
+
+def blocked_geometry(s: dict, KB: int, NV: int, L: int) -> dict:
+    """Sizes of the packed input and the wide output of the blocked direct kernel for shape s."""
+    sh, sw = s["stride_h"], s["stride_w"]
+    Hp, Wp = s["H"] + 2 * s["pad_h"], s["W"] + 2 * s["pad_w"]
+    Hs, Ws = -(-Hp // sh), -(-Wp // sw)
+    CPL = sh * sw * Hs * Ws
+    T = NV * L
+    nstr = -(-(s["P"] * Ws) // T)
+    R, S = s["R"], s["S"]
+    toff = np.array(
+        [((r % sh) * sw + s_ % sw) * Hs * Ws + (r // sh) * Ws + s_ // sw for r in range(R) for s_ in range(S)],
+        dtype=np.int64,
+    )
+    total = s["N"] * s["C"] * CPL
+    need = (s["N"] * s["C"] - 1) * CPL + nstr * T + int(toff.max()) + 1
+    Kg = s["K"] // s["groups"]
+    return {
+        "Hs": Hs,
+        "Ws": Ws,
+        "CPL": CPL,
+        "T": T,
+        "nstr": nstr,
+        "toff": toff,
+        "xp_len": max(total, need),
+        "nkb": -(-Kg // KB),
+        "wide": s["N"] * s["K"] * s["P"] * Ws,
+        "computed_pixels": s["N"] * nstr * T,  # per output channel (junk included)
+    }
+
+
+def pack_weights(w, groups: int, KB: int) -> np.ndarray:
+    """w (K, Cg, R, S) -> wp[g, kb, c, r*S + s, k] (KB-wide blocks, zero rows past K/groups)."""
+    K, Cg, R, S = w.shape
+    Kg = K // groups
+    nkb = -(-Kg // KB)
+    wp = np.zeros((groups, nkb * KB, Cg, R * S), dtype=w.dtype)
+    wp[:, :Kg] = w.reshape(groups, Kg, Cg, R * S)
+    wp = wp.reshape(groups, nkb, KB, Cg, R * S).transpose(0, 1, 3, 4, 2)
+    return np.ascontiguousarray(wp).reshape(-1)
+
+
+# ---- blocked direct: generated micro-kernels ------------------------------------------------------
+
+SPECIALIZE_MAX = 3  # square filters up to this are compile-time constants (taps unrolled)
+
+
+def _gen_dir() -> Path:
+    root = os.environ.get("ROOFLAB_GEN_DIR")
+    if root:
+        d = Path(root)
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        d = Path(base) / "rooflab" / "numba-gen"
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        probe = d / ".w"
+        probe.write_text("")
+        probe.unlink()
+    except OSError:
+        d = Path(tempfile.gettempdir()) / f"rooflab-numba-gen-{os.getuid() if hasattr(os, 'getuid') else 0}"
+        d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def load_generated(stem: str, source: str):
+    """Import generated source from a real file (numba's cache=True needs one; exec'd code can't be
+    cached). The file name carries a hash of the source, so a changed generator never reuses an old
+    module or its cache."""
+    digest = hashlib.sha1(source.encode()).hexdigest()[:12]
+    name = f"rooflab_gen_{stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = _gen_dir() / f"{name}.py"
+    if not path.exists() or path.read_text() != source:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def direct_source(KB: int, NV: int, L: int, R: int, S: int) -> str:
+    """Source of the blocked kernel: KB x NV accumulators of L lanes; R, S > 0 unrolls the taps,
+    R = S = 0 loops over them at run time."""
+    spec = R > 0
+    RS = R * S
+    acc = [[f"a{k}_{v}" for v in range(NV)] for k in range(KB)]
+    i1, i2, i3, i4 = (" " * n for n in (4, 8, 12, 16))
+    out = [
+        '"""Generated by rooflab.kernels.cpu.conv.direct_source: do not edit."""',
+        "import numpy as np",
+        "from numba import njit, prange",
+        "from rooflab.kernels.cpu.simd import vbcast, vfma, vload, vstore, vzero",
+        "",
+        "",
+        "@njit(fastmath=True, parallel=True, cache=True, boundscheck=False)",
+        "def kernel(xp, wp, y, toff, N, C, K, groups, P, Q, Ws, CPL, nkb, nstr):",
+        f"{i1}Cg = C // groups",
+        f"{i1}Kg = K // groups",
+        f"{i1}RS = toff.size",
+        f"{i1}T = {NV * L}",
+        f"{i1}WSTEP = RS * {KB}",
+    ]
+    if spec:
+        out += [f"{i1}o{t} = toff[{t}]" for t in range(RS)]
+    out += [
+        f"{i1}for it in prange(N * groups * nkb):",
+        f"{i2}n = it // (groups * nkb)",
+        f"{i2}rem = it - n * (groups * nkb)",
+        f"{i2}g = rem // nkb",
+        f"{i2}kb = rem - g * nkb",
+        f"{i2}yw = np.empty({KB} * nstr * T, dtype=xp.dtype)",
+        f"{i2}xb = (n * C + g * Cg) * CPL",
+        f"{i2}wb = (g * nkb + kb) * Cg * WSTEP",
+        f"{i2}for st in range(nstr):",
+        f"{i3}j = st * T",
+    ]
+    out += [f"{i3}{a} = vzero(xp)" for row in acc for a in row]
+    out += [f"{i3}xo = xb + j", f"{i3}wo = wb", f"{i3}for c in range(Cg):"]
+
+    def tap(ind, off, wofs):
+        lines = [f"{ind}x{v} = vload(xp, {off} + {v * L})" for v in range(NV)]
+        for k in range(KB):
+            lines.append(f"{ind}b = vbcast(wp, {wofs} + {k})")
+            lines += [f"{ind}{acc[k][v]} = vfma(b, x{v}, {acc[k][v]})" for v in range(NV)]
+        return lines
+
+    if spec:
+        for t in range(RS):
+            out += tap(i4, f"xo + o{t}", f"wo + {t * KB}")
+    else:
+        out += [f"{i4}for t in range(RS):", f"{i4}    ot = xo + toff[t]", f"{i4}    wt = wo + t * {KB}"]
+        out += tap(i4 + "    ", "ot", "wt")
+    out += [f"{i4}xo += CPL", f"{i4}wo += WSTEP"]
+    for k in range(KB):
+        out += [f"{i3}vstore(yw, {k} * nstr * T + j + {v * L}, {acc[k][v]})" for v in range(NV)]
+    out += [
+        f"{i2}for k in range({KB}):",
+        f"{i3}kk = kb * {KB} + k",
+        f"{i3}if kk < Kg:",
+        f"{i4}yb = (n * K + g * Kg + kk) * P * Q",
+        f"{i4}src = k * nstr * T",
+        f"{i4}for p in range(P):",
+        f"{i4}    for q in range(Q):",
+        f"{i4}        y[yb + p * Q + q] = yw[src + p * Ws + q]",
+        "",
+    ]
+    return "\n".join(out)
+
+
+@cache
+def direct_kernel(KB: int, NV: int, L: int, R: int, S: int):
+    """The compiled blocked kernel for this tile and filter: square filters up to SPECIALIZE_MAX get
+    their own (taps unrolled); larger or non-square ones share the runtime-tap kernel."""
+    if R != S or R > SPECIALIZE_MAX:
+        R = S = 0
+    stem = f"direct_{KB}x{NV}_L{L}_" + (f"R{R}S{S}" if R else "Rrt")
+    return load_generated(stem, direct_source(KB, NV, L, R, S)).kernel
+
+
+def lanes(dtype) -> int:
+    return simd.lanes(dtype)
