@@ -145,9 +145,8 @@ def main(argv=None):
     batch = args.batch or (8 if args.set.startswith("resnet") else 1)
 
     import numba
-    from threadpoolctl import threadpool_limits
-
     from rooflab.runner import Runner
+    from threadpoolctl import threadpool_limits
 
     numba.set_num_threads(args.threads)
     limits = threadpool_limits(limits=args.threads, user_api="blas")

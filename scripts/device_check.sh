@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # One prepared check for a GPU test machine (an H200 with Python 3.12, cupy, numba, numpy and pytest
-# preinstalled, no network). Installs rooflab without dependencies, runs the GPU and compile tests,
-# runs the CUDA family tests and quick suites (figures in gpu-families.json), runs
-# `rooflab run --device cuda --quick`, and leaves the JSON, the roofline and a log in OUTDIR
-# (at most 8 files, all at the top of OUTDIR). Budget: under 8 minutes (steps capped at 240 + 150
-# + 240 s; typically well below).
+# preinstalled, no network). Installs rooflab without dependencies, runs the GPU and compile tests
+# (the GEMM ladder's last: a kernel fault poisons the CUDA context), the CUDA family tests and quick
+# suites (figures in gpu-families.json), prints the GEMM ladder's GFLOP/s and % of cuBLAS at 4096,
+# runs `rooflab run --device cuda --quick`, and leaves the JSON, the roofline and a log in OUTDIR
+# (at most 8 files, all at the top of OUTDIR). Budget: under 8 minutes (every step capped).
 #
 #   usage: scripts/device_check.sh OUTDIR
 set -uo pipefail
@@ -29,13 +29,17 @@ timeout 60 $py -m rooflab info
 
 echo "== GPU, CUDA host-side and compile tests"
 # shellcheck disable=SC2086  # ROOFLAB_CHECK_TESTS is a list of test files
-timeout 240 $py -m pytest -q -p no:cacheprovider ${ROOFLAB_CHECK_TESTS:-tests/test_cuda_gpu.py tests/test_cuda_host.py tests/test_cuda_compile.py}
+timeout 300 $py -m pytest -q -p no:cacheprovider ${ROOFLAB_CHECK_TESTS:-tests/test_cuda_gpu.py tests/test_cuda_host.py tests/test_cuda_compile.py tests/test_cuda_gemm_gpu.py}
 tests_rc=$?
 
 echo "== CUDA family tests (conv, elementwise, chase, launch, transfer) and their quick suites"
 ROOFLAB_FAMILY_FIGURES="$out/gpu-families.json" timeout 150 $py -m pytest -q -p no:cacheprovider \
   ${ROOFLAB_CHECK_FAMILY_TESTS:-tests/test_cuda_families_gpu.py}
 families_rc=$?
+
+echo "== GEMM ladder: GFLOP/s at 4096 and % of cuBLAS (interleaved, medians)"
+timeout 180 $py scripts/gemm_ladder_cuda.py --size 4096 --json "$out/gemm-ladder.json"
+ladder_rc=$?
 
 echo "== rooflab run --device cuda --quick"
 timeout 240 $py -m rooflab run --device cuda --quick --out "$out/results"
@@ -92,8 +96,8 @@ for b in d.get("cuda_builds", []):
 PY
 fi
 rm -rf "$out/results"
-echo "== done in $(( $(date +%s) - start )) s (tests rc=$tests_rc, families rc=$families_rc, run rc=$run_rc)"
-rc=$(( tests_rc != 0 || families_rc != 0 || run_rc > 1 ))
+echo "== done in $(( $(date +%s) - start )) s (tests rc=$tests_rc, families rc=$families_rc, ladder rc=$ladder_rc, run rc=$run_rc)"
+rc=$(( tests_rc != 0 || families_rc != 0 || ladder_rc != 0 || run_rc > 1 ))
 exec 1>&- 2>&-  # close the pipe so that tee has written the whole log before we exit
 wait "$tee_pid" 2>/dev/null
 exit $rc

@@ -16,12 +16,12 @@ import dataclasses
 
 import numpy as np
 import pytest
+from rooflab.runner import Runner, Settings
 
 import rooflab
 from rooflab.errors import RooflabError, VerificationError
 from rooflab.families import conv as F
 from rooflab.families.conv import cpu as C
-from rooflab.runner import Runner, Settings
 from rooflab.verify import TOLERANCES, check
 
 RUNNER = Runner(Settings(budget_s=0.0, min_samples=1, probe_clock=False, max_attempts=1))

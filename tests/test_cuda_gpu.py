@@ -70,9 +70,15 @@ def test_run_cuda_quick(tmp_path):
 
 
 # last: the registry lists wgmma last, and a kernel fault would poison the CUDA context for later tests.
-# The ceilings' variants (rooflab/cuda/variants.py); the kernel families (conv, elementwise, chase,
-# launch, transfer) have their own inputs, tolerances and checks in tests/test_cuda_families_gpu.py.
-CEILINGS = [v.name for v in rooflab.list_variants(device="cuda") if v.kernel.__module__ == "rooflab.cuda.variants"]
+# The ceilings' variants; the kernel families (gemm, conv, elementwise, chase, launch, transfer) take
+# op shapes and have their own GPU tests (test_cuda_gemm_gpu.py, test_cuda_families_gpu.py).
+CEILING_MODULES = (
+    "rooflab.families.stream",
+    "rooflab.families.fma",
+    "rooflab.families.intensity",
+    "rooflab.families.latency",
+)
+CEILINGS = [v.name for v in rooflab.list_variants(device="cuda") if v.kernel.__module__ in CEILING_MODULES]
 
 
 @pytest.mark.parametrize("name", CEILINGS)

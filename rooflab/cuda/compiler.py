@@ -244,7 +244,7 @@ def build(name: str, arch: str, defines: dict | None = None, name_expressions=()
                 f"({first_line(e)}):\n{log.strip()}"
             ) from None
         log = _log(nvrtc, prog)
-        cubin = nvrtc.getCUBIN(prog)
+        cubin = whole_elf(nvrtc.getCUBIN(prog))
         lowered = {e: nvrtc.getLoweredName(prog, e) for e in exprs}
     finally:
         nvrtc.destroyProgram(prog)
@@ -272,6 +272,18 @@ def build(name: str, arch: str, defines: dict | None = None, name_expressions=()
         resources=parse_ptxas(log),
         compile_seconds=seconds,
     )
+
+
+def whole_elf(cubin: bytes) -> bytes:
+    """The cubin as NVRTC made it. cupy's ``nvrtc.getCUBIN`` (cupy 13-14) returns it one byte
+    short, as if it were a NUL-terminated string: the ELF's last table (the program headers) then
+    ends one byte past the file, and cuobjdump / nvdisasm refuse the file. The lost byte is the top
+    byte of the last header's alignment, always 0: put it back when exactly one byte is missing."""
+    if len(cubin) < 64 or cubin[:5] != b"\x7fELF\x02":  # not a 64-bit ELF: leave it alone
+        return cubin
+    le = lambda off, n: int.from_bytes(cubin[off : off + n], "little")  # noqa: E731
+    end = max(le(0x20, 8) + le(0x36, 2) * le(0x38, 2), le(0x28, 8) + le(0x3A, 2) * le(0x3C, 2))
+    return cubin + b"\x00" if end == len(cubin) + 1 else cubin
 
 
 def _log(nvrtc, prog) -> str:

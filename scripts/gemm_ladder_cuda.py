@@ -1,0 +1,132 @@
+"""The CUDA GEMM ladder on this GPU: GFLOP/s of every variant at one square size (default 4096) and
+its percentage of cuBLAS in the same dtype, all measured in one process, interleaved (round r times
+every variant once; the figure is the median over rounds), each variant verified against the
+float64 reference at that size before it is timed.
+
+FP32: the SIMT rungs 01-07 against cuBLAS SGEMM (00-cublas); FP16, and BF16 where cupy has it
+(ml_dtypes): the tensor-core rungs 08-09 against cuBLAS in the same type. The last lines compare
+the best rungs with the issue's goals (best FP32 SIMT >= 70 % of SGEMM, best tensor-core >= 50 % of
+FP16 cuBLAS): the percentages are measured here, only the goals are written down.
+
+usage: python scripts/gemm_ladder_cuda.py [--size 4096] [--rounds 5] [--target-ms 20] [--json FILE]
+exit status 0 when every variant verified (or there is no GPU: it says why), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+GOALS = {"float32": ("SIMT", 0.70, "cuBLAS SGEMM"), "float16": ("tensor-core", 0.50, "cuBLAS FP16")}
+
+
+def _plan(rooflab, compiler, loader):
+    """[(variant, dtype)] in ladder order per dtype, variant 0 first."""
+    try:
+        import ml_dtypes  # noqa: F401
+
+        dtypes = ("float32", "float16", "bfloat16")
+    except ImportError:
+        dtypes = ("float32", "float16")
+    arch = loader.device_arch()
+    out = []
+    for dt in dtypes:
+        for v in rooflab.list_variants(family="gemm", device="cuda"):
+            if dt not in v.dtypes or (dt == "float32" and v.number >= 8):
+                continue
+            if v.name.endswith("09-wgmma") and not compiler.runs_on("gemm09_wgmma.cu", arch):
+                print(f"  {v.name}: skipped, wgmma needs sm_90 and this GPU is {arch}")
+                continue
+            out.append((v, dt))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", type=int, default=4096, help="M = N = K (default 4096)")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds, the median is reported (default 5)")
+    ap.add_argument("--target-ms", type=float, default=20.0, help="device time per sample (default 20 ms)")
+    ap.add_argument("--json", help="also write the records to this file")
+    a = ap.parse_args(argv)
+
+    import rooflab
+    from rooflab.cuda import backend
+
+    ok, why = backend.probe()
+    if not ok:
+        print(f"gemm ladder: no CUDA run: {why}")
+        return 0
+    import cupy as cp
+
+    from rooflab.cuda import compiler, loader
+    from rooflab.cuda import timing as gt
+    from rooflab.cuda.suite import check_device
+    from rooflab.errors import RooflabError
+    from rooflab.families.gemm.cuda import as_float64
+
+    n = a.size
+    shape = {"M": n, "N": n, "K": n}
+    flop = 2.0 * n**3
+    print(f"gemm ladder: M = N = K = {n} on {backend.describe(0)['name']} ({loader.device_arch()})")
+    if os.environ.get("CUPY_TF32") == "1":
+        print("  note: CUPY_TF32=1, so cuBLAS FP32 runs on TF32 tensor cores")
+    entries, inputs, failed = [], {}, []
+    for v, dt in _plan(rooflab, compiler, loader):
+        try:
+            if dt not in inputs:
+                inputs[dt] = v.inputs(shape, dt, seed=0)
+            A, B = inputs[dt]
+            expected = v.reference(A, B)
+            C = v(A, B)
+            check_device(as_float64(C), expected, v.result_dtype(A, B), f"{v.name} {dt} {n}^3")
+            del expected, C
+            reps = gt.repeats_for(lambda v=v, A=A, B=B: v.kernel(A, B, reps=1), a.target_ms / 1e3)
+            entries.append({"variant": v.name, "number": v.number, "dtype": dt, "reps": reps, "seconds": []})
+        except RooflabError as e:
+            failed.append(v.name)
+            print(f"  {v.name} {dt}: FAILED: {e}")
+        except Exception as e:  # a CUDA error: name it and go on (the context may be gone)
+            failed.append(v.name)
+            print(f"  {v.name} {dt}: FAILED: {loader.cuda_error(e)}")
+        finally:
+            cp.get_default_memory_pool().free_all_blocks()
+    for _ in range(a.rounds):
+        for e in entries:
+            v = rooflab.get_variant(e["variant"])
+            A, B = inputs[e["dtype"]]
+            s = gt.time_gpu(lambda v=v, A=A, B=B, k=e["reps"]: v.kernel(A, B, reps=k), budget_s=0, min_samples=1)
+            e["seconds"].append(s.seconds[0] / e["reps"])
+    for e in entries:
+        e["median_s"] = statistics.median(e["seconds"])
+        e["gflops"] = flop / e["median_s"] / 1e9
+    print(f"{'variant':30s} {'dtype':9s} {'GFLOP/s':>10s} {'% of cuBLAS':>12s} {'ms':>9s}")
+    summary = []
+    for dt in dict.fromkeys(e["dtype"] for e in entries):
+        rows = [e for e in entries if e["dtype"] == dt]
+        lib = next((e for e in rows if e["number"] == 0), None)
+        for e in rows:
+            e["fraction_of_cublas"] = e["gflops"] / lib["gflops"] if lib else None
+            pct = f"{100 * e['fraction_of_cublas']:11.1f}%" if lib else f"{'-':>12s}"
+            print(f"{e['variant']:30s} {dt:9s} {e['gflops']:10.1f} {pct} {1e3 * e['median_s']:9.3f}")
+        own = [e for e in rows if e["number"] > 0]
+        if dt in GOALS and lib and own:
+            kind, goal, peer = GOALS[dt]
+            best = max(own, key=lambda e: e["gflops"])
+            met = "met" if best["fraction_of_cublas"] >= goal else "NOT met"
+            summary.append(
+                f"best {kind} rung: {best['variant']} {dt} {best['gflops']:.0f} GFLOP/s = "
+                f"{100 * best['fraction_of_cublas']:.1f}% of {peer} (goal >= {100 * goal:.0f}%: {met})"
+            )
+    for line in summary:
+        print(line)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"size": n, "rounds": a.rounds, "records": entries, "failed": failed}, f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
