@@ -365,7 +365,37 @@ for _r in RUNGS:
             work=work,
             inputs=inputs,
             result_dtype=_result_dtype,
-            op="gemm",
+            op="gemm" if _r.number >= 6 else None,  # model ops: the library and the top SIMT / tensor rungs
             dtypes=_r.dtypes,
         )
     )
+
+
+def cases(quick: bool, threads=None) -> list:
+    """The GPU suite (`rooflab run --device cuda --suite gemm`): every rung at square sizes (4096 in
+    a quick run) and the GPT-2 decode GEMV, FP32 for cuBLAS and the SIMT rungs, FP16 for cuBLAS and
+    the tensor-core rungs; each case verified on its own shape before it is timed."""
+    from ...registry import Case
+
+    squares = (4096,) if quick else (1024, 2048, 4096, 8192)
+    shapes = [(f"square {n}", {"M": n, "N": n, "K": n}) for n in squares]
+    shapes.append(("gpt2-decode mlp.c_proj (GEMV)", {"M": 1, "N": 768, "K": 3072}))
+    out = []
+    for label, shape in shapes:
+        for dtype in ("float32", "float16"):
+            names = ["cuda.gemm.00-cublas"] + [r.name for r in RUNGS if dtype in r.dtypes]
+            for name in names:
+                slow = name.endswith(("01-naive", "02-coalesced")) and shape["M"] * shape["N"] * shape["K"] > 2**33
+                if slow:  # a naive rung at 8192^3 would take minutes per sample
+                    continue
+                out.append(
+                    Case(
+                        name,
+                        size=shape,
+                        dtype=dtype,
+                        threads=0,
+                        label=f"{name} {dtype} {label}",
+                        timing={"target_s": 0.01},
+                    )
+                )
+    return out
