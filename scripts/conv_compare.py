@@ -145,12 +145,14 @@ def main(argv=None):
     batch = args.batch or (8 if args.set.startswith("resnet") else 1)
 
     import numba
-    from rooflab.runner import Runner
     from threadpoolctl import threadpool_limits
+
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver
 
     numba.set_num_threads(args.threads)
     limits = threadpool_limits(limits=args.threads, user_api="blas")
-    runner = Runner()
+    runner = Driver(cpu_backend())
     stat0, load0, t_start = cpu_times(), os.getloadavg(), time.time()
     peak = fma_peak()
     print(f"FP32 FMA peak (ERT, 1 core, thread CPU time): {peak:.1f} GFLOP/s; 60 % = {0.6 * peak:.1f}", flush=True)

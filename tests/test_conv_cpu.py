@@ -16,15 +16,16 @@ import dataclasses
 
 import numpy as np
 import pytest
-from rooflab.runner import Runner, Settings
 
 import rooflab
+from rooflab.cpu.backend import cpu_backend
+from rooflab.driver import Driver, Settings
 from rooflab.errors import RooflabError, VerificationError
 from rooflab.families import conv as F
 from rooflab.families.conv import cpu as C
 from rooflab.verify import TOLERANCES, check
 
-RUNNER = Runner(Settings(budget_s=0.0, min_samples=1, probe_clock=False, max_attempts=1))
+RUNNER = Driver(cpu_backend(), Settings(budget_s=0.0, min_samples=1, probe_clock=False, max_attempts=1))
 NAMES = [v.name for v in rooflab.list_variants(family="conv", device="cpu")]
 HAVE_OWN_GEMM = any(not v.library for v in rooflab.list_variants(family="gemm", device="cpu"))
 
