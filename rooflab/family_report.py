@@ -93,7 +93,11 @@ def chart(result: dict, out: Path, ceilings: dict | None = None) -> list[Path]:
     units = sorted({rate(r)[1] for r in recs})
     if not recs:
         return []
-    fig, axes = plt.subplots(1, len(units), figsize=(6.5 * len(units), 4.8), squeeze=False)
+    on_roof = [r for r in recs if (r.get("work") or {}).get("flops") and (r.get("work") or {}).get("bytes")]
+    panels = len(units) + (1 if on_roof else 0)
+    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.8), squeeze=False)
+    if on_roof:
+        _roofline_panel(axes[0][-1], on_roof, ceilings)
     for ax, unit in zip(axes[0], units):
         by_variant: dict = {}
         for r in recs:
@@ -136,6 +140,39 @@ def chart(result: dict, out: Path, ceilings: dict | None = None) -> list[Path]:
         files.append(path)
     plt.close(fig)
     return files
+
+
+def _roofline_panel(ax, recs: list[dict], ceilings: dict | None) -> None:
+    """Every case as a point at (declared FLOP per minimum byte, GFLOP/s), under this machine's
+    measured roofs when a ceilings result is at hand: the ladder on the roofline."""
+    import numpy as np
+
+    threads = {r.get("threads") for r in recs}
+    xs = [r["work"]["flops"] / r["work"]["bytes"] for r in recs]
+    lo, hi = min(xs) / 4, max(xs) * 4
+    grid = np.geomspace(lo, hi, 200)
+    for c in (ceilings or {}).get("ceilings", []):
+        if c["threads"] not in threads:
+            continue
+        if c["kind"] == "compute":
+            ax.axhline(c["value"], color="0.4", lw=0.8)
+            ax.annotate(c["name"], (lo, c["value"]), fontsize=6, va="bottom", color="0.3")
+        elif c["kind"] == "bandwidth" and c.get("level") == "DRAM" and c.get("kernel") == "triad":
+            ax.plot(grid, grid * c["value"], color="0.4", lw=0.8, ls="--")
+            ax.annotate(c["name"], (grid[0], grid[0] * c["value"]), fontsize=6, color="0.3", rotation=30)
+    by_variant: dict = {}
+    for r, x in zip(recs, xs):
+        by_variant.setdefault(r["variant"], []).append((x, r["gflops"]["median"], r.get("library")))
+    for name, pts in sorted(by_variant.items()):
+        lib = pts[0][2]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "ks" if lib else "o", ms=5 if lib else 4, alpha=0.85,
+                label=name)  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per minimum byte)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title("on the measured roofline" if ceilings else "intensity (no ceilings result of this machine)")
+    ax.grid(True, which="both", alpha=0.3)
 
 
 def describe_size(rec: dict) -> str:
