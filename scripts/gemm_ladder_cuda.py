@@ -8,7 +8,11 @@ FP32: the SIMT rungs 01-07 against cuBLAS SGEMM (00-cublas); FP16, and BF16 wher
 the best rungs with the issue's goals (best FP32 SIMT >= 70 % of SGEMM, best tensor-core >= 50 % of
 FP16 cuBLAS): the percentages are measured here, only the goals are written down.
 
-usage: python scripts/gemm_ladder_cuda.py [--size 4096] [--rounds 5] [--target-ms 20] [--json FILE]
+With --sweep it also times the other knob sets of rungs 07-09 that rooflab.families.gemm.cuda
+.CANDIDATES lists (each verified first, all in the same interleaved rounds): to adopt a winner,
+change that rung's knobs in RUNGS there.
+
+usage: python scripts/gemm_ladder_cuda.py [--size 4096] [--rounds 5] [--target-ms 20] [--sweep] [--json FILE]
 exit status 0 when every variant verified (or there is no GPU: it says why), 1 otherwise.
 """
 
@@ -23,8 +27,10 @@ import sys
 GOALS = {"float32": ("SIMT", 0.70, "cuBLAS SGEMM"), "float16": ("tensor-core", 0.50, "cuBLAS FP16")}
 
 
-def _plan(rooflab, compiler, loader):
-    """[(variant, dtype)] in ladder order per dtype, variant 0 first."""
+def _plan(rooflab, compiler, loader, sweep=False):
+    """[(variant, dtype, knobs)] in ladder order per dtype, variant 0 first (knobs: None = the rung's own)."""
+    from rooflab.families.gemm.cuda import CANDIDATES
+
     try:
         import ml_dtypes  # noqa: F401
 
@@ -40,8 +46,14 @@ def _plan(rooflab, compiler, loader):
             if v.name.endswith("09-wgmma") and not compiler.runs_on("gemm09_wgmma.cu", arch):
                 print(f"  {v.name}: skipped, wgmma needs sm_90 and this GPU is {arch}")
                 continue
-            out.append((v, dt))
+            out.append((v, dt, None))
+            if sweep and dt in ("float32", "float16"):
+                out.extend((v, dt, knobs) for knobs in CANDIDATES.get(v.number, ()))
     return out
+
+
+def _label(e) -> str:
+    return e["variant"] + ("" if not e["knobs"] else " " + ",".join(f"{k}={v}" for k, v in e["knobs"].items()))
 
 
 def main(argv=None) -> int:
@@ -49,6 +61,7 @@ def main(argv=None) -> int:
     ap.add_argument("--size", type=int, default=4096, help="M = N = K (default 4096)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds, the median is reported (default 5)")
     ap.add_argument("--target-ms", type=float, default=20.0, help="device time per sample (default 20 ms)")
+    ap.add_argument("--sweep", action="store_true", help="also time the other knob sets of rungs 07-09")
     ap.add_argument("--json", help="also write the records to this file")
     a = ap.parse_args(argv)
 
@@ -74,35 +87,43 @@ def main(argv=None) -> int:
     if os.environ.get("CUPY_TF32") == "1":
         print("  note: CUPY_TF32=1, so cuBLAS FP32 runs on TF32 tensor cores")
     entries, inputs, failed = [], {}, []
-    for v, dt in _plan(rooflab, compiler, loader):
+    for v, dt, knobs in _plan(rooflab, compiler, loader, a.sweep):
+        e = {"variant": v.name, "number": v.number, "dtype": dt, "knobs": knobs or {}, "seconds": []}
+        kw = {"knobs": knobs} if knobs else {}
         try:
             if dt not in inputs:
                 inputs[dt] = v.inputs(shape, dt, seed=0)
             A, B = inputs[dt]
             expected = v.reference(A, B)
-            C = v(A, B)
-            check_device(as_float64(C), expected, v.result_dtype(A, B), f"{v.name} {dt} {n}^3")
+            C = v(A, B, **kw)
+            check_device(as_float64(C), expected, v.result_dtype(A, B), f"{_label(e)} {dt} {n}^3")
             del expected, C
-            reps = gt.repeats_for(lambda v=v, A=A, B=B: v.kernel(A, B, reps=1), a.target_ms / 1e3)
-            entries.append({"variant": v.name, "number": v.number, "dtype": dt, "reps": reps, "seconds": []})
-        except RooflabError as e:
-            failed.append(v.name)
-            print(f"  {v.name} {dt}: FAILED: {e}")
-        except Exception as e:  # a CUDA error: name it and go on (the context may be gone)
-            failed.append(v.name)
-            print(f"  {v.name} {dt}: FAILED: {loader.cuda_error(e)}")
+            e["reps"] = gt.repeats_for(lambda v=v, A=A, B=B, kw=kw: v.kernel(A, B, reps=1, **kw), a.target_ms / 1e3)
+            entries.append(e)
+        except RooflabError as err:
+            failed.append(_label(e))
+            print(f"  {_label(e)} {dt}: FAILED: {err}")
+        except Exception as err:  # a CUDA error: name it and go on (the context may be gone)
+            failed.append(_label(e))
+            print(f"  {_label(e)} {dt}: FAILED: {loader.cuda_error(err)}")
         finally:
             cp.get_default_memory_pool().free_all_blocks()
     for _ in range(a.rounds):
         for e in entries:
             v = rooflab.get_variant(e["variant"])
             A, B = inputs[e["dtype"]]
-            s = gt.time_gpu(lambda v=v, A=A, B=B, k=e["reps"]: v.kernel(A, B, reps=k), budget_s=0, min_samples=1)
+            kw = {"knobs": e["knobs"]} if e["knobs"] else {}
+            s = gt.time_gpu(
+                lambda v=v, A=A, B=B, k=e["reps"], kw=kw: v.kernel(A, B, reps=k, **kw),
+                budget_s=0,
+                min_samples=1,
+                warmup=0,  # warm since its verification and calibration; 4096^2 operands overflow L2 anyway
+            )
             e["seconds"].append(s.seconds[0] / e["reps"])
     for e in entries:
         e["median_s"] = statistics.median(e["seconds"])
         e["gflops"] = flop / e["median_s"] / 1e9
-    print(f"{'variant':30s} {'dtype':9s} {'GFLOP/s':>10s} {'% of cuBLAS':>12s} {'ms':>9s}")
+    print(f"{'variant':46s} {'dtype':9s} {'GFLOP/s':>10s} {'% of cuBLAS':>12s} {'ms':>9s}")
     summary = []
     for dt in dict.fromkeys(e["dtype"] for e in entries):
         rows = [e for e in entries if e["dtype"] == dt]
@@ -110,14 +131,14 @@ def main(argv=None) -> int:
         for e in rows:
             e["fraction_of_cublas"] = e["gflops"] / lib["gflops"] if lib else None
             pct = f"{100 * e['fraction_of_cublas']:11.1f}%" if lib else f"{'-':>12s}"
-            print(f"{e['variant']:30s} {dt:9s} {e['gflops']:10.1f} {pct} {1e3 * e['median_s']:9.3f}")
-        own = [e for e in rows if e["number"] > 0]
+            print(f"{_label(e):46s} {dt:9s} {e['gflops']:10.1f} {pct} {1e3 * e['median_s']:9.3f}")
+        own = [e for e in rows if e["number"] > 0 and not e["knobs"]]  # the rungs as registered
         if dt in GOALS and lib and own:
             kind, goal, peer = GOALS[dt]
             best = max(own, key=lambda e: e["gflops"])
             met = "met" if best["fraction_of_cublas"] >= goal else "NOT met"
             summary.append(
-                f"best {kind} rung: {best['variant']} {dt} {best['gflops']:.0f} GFLOP/s = "
+                f"best {kind} rung: {_label(best)} {dt} {best['gflops']:.0f} GFLOP/s = "
                 f"{100 * best['fraction_of_cublas']:.1f}% of {peer} (goal >= {100 * goal:.0f}%: {met})"
             )
     for line in summary:

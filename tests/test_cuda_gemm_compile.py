@@ -122,10 +122,32 @@ def test_nvrtc_builds_fit_an_sm_without_spills(cache, name, arch):
     assert len(b.resources) == 2 and compiler.spills(b.resources) == {}, b.log
     assert "Potential Performance Loss" not in b.log, b.log
     stub = arch not in (compiler.targets(name) or [arch])  # wgmma for sm_80 / sm_90: never launched
-    dynamic = 0 if stub else r.dynamic_smem
+    dtype = {v: k for k, v in g.SUFFIX.items()}
     for kernel, res in b.resources.items():  # the launcher's block: its registers and shared memory fit
+        dynamic = 0 if stub else r.dynamic_smem(dtype[kernel.rsplit("_", 1)[1]])
         assert res["registers"] * r.threads <= 65536, (kernel, res, r.threads)
         assert res["smem_bytes"] + dynamic <= SMEM_PER_BLOCK[arch], (kernel, res, dynamic)
+
+
+CANDIDATES = [pytest.param(n, c, id=f"{n:02d}-{c}") for n, cs in g.CANDIDATES.items() for c in cs]
+
+
+@pytest.mark.parametrize("number,knobs", CANDIDATES)
+def test_sweep_candidates_build_without_spills_and_fit(cache, number, knobs):
+    """The knob sets scripts/gemm_ladder_cuda.py --sweep tries on a GPU (emulated in the CPU tests)."""
+    _nvrtc_or_skip()
+    r = g.with_knobs(g.BY_NUMBER[number], knobs)
+    arch = (compiler.targets(r.source) or ["sm_90"])[0]
+    b = compiler.build(r.source, arch, r.knobs)
+    assert compiler.spills(b.resources) == {}, b.log
+    for kernel, res in b.resources.items():
+        assert res["registers"] * r.threads <= 65536, (kernel, res)
+        assert res["smem_bytes"] + max(r.dynamic_smem(d) for d in r.dtypes) <= SMEM_PER_BLOCK[arch], (kernel, res)
+
+
+def test_unknown_knobs_are_refused():
+    with pytest.raises(RooflabError, match="09-wgmma: unknown knob.*BK.*its knobs are BM, BN, GROUP_M, STAGES"):
+        g.with_knobs(g.BY_NUMBER[9], {"BK": 32})
 
 
 def test_file_defaults_are_the_launcher_knobs(cache):
@@ -194,6 +216,8 @@ def test_sass_has_the_instructions_each_rung_claims(cache, name, arch):
     assert set(sass) == {r.function(d) for d in r.dtypes}
     for dtype in r.dtypes:
         c = sass[r.function(dtype)]
+        generic = {m: v for m, v in c.items() if m.startswith(("LD.", "ST."))}
+        assert not generic, f"generic loads/stores: shared memory not seen as shared ({generic})"
         if r.number <= 7:  # SIMT: FMA of the type, at least one unrolled K step of the thread tile
             fma, other = ("FFMA", "DFMA") if dtype == "float32" else ("DFMA", "FFMA")
             per_step = {1: 1, 2: 1, 3: k.get("TILE"), 4: k.get("BK", 0) * k.get("TM", 0)}.get(r.number)

@@ -137,9 +137,7 @@ def _pad(nbytes, aligned):
 
 def run(exe, number, m, n, k, dtype, late=0, aligned=True, smem_offset=80, knobs=None, tmp=None):
     """(result, expected) of one emulated launch, or a string saying how the process died."""
-    r = g.BY_NUMBER[number]
-    if knobs:
-        r = g.Rung(r.number, r.slug, r.source, r.kernel, {**r.knobs, **knobs}, r.dtypes)
+    r = g.with_knobs(g.BY_NUMBER[number], knobs)
     bm, bn = r.tile
     grid = -(-m // bm) * -(-n // bn)
     a, b = _data(m, n, k, seed=m * 7 + n * 3 + k)
@@ -149,7 +147,7 @@ def run(exe, number, m, n, k, dtype, late=0, aligned=True, smem_offset=80, knobs
     A.tofile(tmp / "A.bin")
     B.tofile(tmp / "B.bin")
     pads = [_pad(x * es, aligned) for x in (m * k, k * n, m * n)]
-    args = [r.function(dtype), grid, r.threads, r.dynamic_smem, m, n, k, es, late, *pads, smem_offset, tmp]
+    args = [r.function(dtype), grid, r.threads, r.dynamic_smem(dtype), m, n, k, es, late, *pads, smem_offset, tmp]
     p = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, timeout=900)
     if p.returncode:
         return f"process ended with status {p.returncode}: {p.stderr.strip()[-300:]}", None
@@ -186,21 +184,21 @@ def test_wgmma_aligns_its_dynamic_shared_memory(builds, tmp_path, smem_offset):
     _assert_exact(got, want, f"offset {smem_offset}")
 
 
-@pytest.mark.parametrize(
-    "number,knobs,shape",
-    [
-        (8, {"GROUP_M": 2}, (600, 300, 64)),  # 5 x 3 tiles in groups of 2 tile rows: a ragged last group
-        (9, {"GROUP_M": 2}, (600, 300, 64)),
-        (8, {"STAGES": 4, "BK": 64}, (130, 136, 520)),
-        (9, {"BN": 128, "STAGES": 3}, (130, 136, 520)),
-    ],
-)
-def test_other_knobs(builds, tmp_path, number, knobs, shape):
+OTHER_KNOBS = [pytest.param(n, c, id=f"{n:02d}-{c}") for n, cs in g.CANDIDATES.items() for c in cs] + [
+    pytest.param(8, {"GROUP_M": 2}, id="08-grouped-by-2"),  # 5 x 3 tiles in groups of 2 tile rows: a ragged last group
+    pytest.param(9, {"GROUP_M": 2}, id="09-grouped-by-2"),
+]
+
+
+@pytest.mark.parametrize("number,knobs", OTHER_KNOBS)
+def test_other_knobs(builds, tmp_path, number, knobs):
+    """The sweep's candidate knob sets (and grouped tile order) compute the exact product too."""
     _, out = builds
-    r = g.BY_NUMBER[number]
-    exe = _build(out, r.source, {**r.knobs, **knobs})
-    for late in MODES[number]:
-        got, want = run(exe, number, *shape, "bfloat16", late, True, knobs=knobs, tmp=tmp_path)
+    r = g.with_knobs(g.BY_NUMBER[number], knobs)
+    exe = _build(out, r.source, r.knobs)
+    m, n, k = (600, 300, 64) if "GROUP_M" in knobs else (300, 520, 200)
+    for late in MODES.get(number, (0,)):
+        got, want = run(exe, number, m, n, k, r.dtypes[-1], late, True, knobs=knobs, tmp=tmp_path)
         _assert_exact(got, want, f"{knobs} late={late}")
 
 

@@ -46,8 +46,10 @@ def test_registering_imports_no_cupy():
 
 def test_launch_plans():
     p = g.plan(7, 1000, 300, 77, "float32")
-    assert (p.source, p.function, p.block, p.smem) == ("gemm07_warptile.cu", "gemm07_warptile_f32", 256, 0)
-    assert p.grid == 8 * 3  # ceil(1000/128) x ceil(300/128)
+    assert (p.source, p.function, p.block, p.grid) == ("gemm07_warptile.cu", "gemm07_warptile_f32", 256, 8 * 3)
+    assert p.smem == 2 * 8 * (128 + 4 + 128) * 4 + 1024  # double-buffered A (padded rows) and B
+    assert g.plan(7, 1, 1, 1, "float64").smem == 2 * 8 * (128 + 2 + 128) * 8 + 1024
+    assert g.plan(6, 1, 1, 1, "float32").smem == 0  # static shared memory
     assert g.plan(1, 33, 9, 1, "float64").grid == 2 * 2 and g.plan(1, 33, 9, 1, "float64").function.endswith("_f64")
     assert g.plan(3, 64, 64, 5, "float32").block == 1024
     assert g.plan(4, 64, 64, 5, "float32").block == 512
@@ -182,7 +184,7 @@ def test_every_variant_runs_through_the_loader(fake_cached):
     assert set(built) == {r.source for r in g.RUNGS}
     assert built["gemm09_wgmma.cu"]["arch"] == "sm_90a" and built["gemm08_mma.cu"]["arch"] == "sm_90"
     fn = loader.kernel("gemm09_wgmma.cu", "gemm09_wgmma_f16", g.BY_NUMBER[9].knobs)
-    assert fn.max_dynamic_shared_size_bytes == g.BY_NUMBER[9].dynamic_smem  # opted in above 48 KiB
+    assert fn.max_dynamic_shared_size_bytes == g.BY_NUMBER[9].dynamic_smem()  # opted in above 48 KiB
 
 
 @pytest.mark.slow
@@ -196,12 +198,15 @@ def test_ladder_script_on_the_fake_gpu(fake_cached, tmp_path, capsys):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out = tmp_path / "ladder.json"
-    assert mod.main(["--size", "64", "--rounds", "2", "--target-ms", "0.01", "--json", str(out)]) == 0
+    assert mod.main(["--size", "64", "--rounds", "2", "--target-ms", "0.01", "--sweep", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     d = json.loads(out.read_text())
     names = {(r["variant"], r["dtype"]) for r in d["records"]}
     assert ("cuda.gemm.07-warptiling", "float32") in names and ("cuda.gemm.09-wgmma", "float16") in names
     assert all(len(r["seconds"]) == 2 and r["gflops"] > 0 for r in d["records"])
+    swept = {(r["variant"], tuple(r["knobs"].items())) for r in d["records"] if r["knobs"]}
+    assert len(swept) == sum(len(c) for c in g.CANDIDATES.values())
+    assert "cuda.gemm.09-wgmma BN=128,STAGES=3" in text
     assert all(r["fraction_of_cublas"] is not None for r in d["records"]) and d["failed"] == []
     assert "best SIMT rung:" in text and "of cuBLAS SGEMM (goal >= 70%" in text
     assert "best tensor-core rung:" in text and "of cuBLAS FP16 (goal >= 50%" in text

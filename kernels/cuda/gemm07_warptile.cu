@@ -8,7 +8,9 @@
 // Napkin math (FP32 defaults: 128 x 128 x 8 block, 64 x 32 warp, 8 x 8 per thread, 256 threads):
 // per k a thread does 64 FFMA for 4 LDS.128; per K step a block reads 2 x 1024 floats of global
 // memory (1 LDG.128 of A and 1 of B per thread) for 262,144 FLOP: 64 FLOP per 4-byte element.
-// About 128 registers per thread -> 2 blocks (16 warps) per SM.
+// About 128 registers per thread -> 2 blocks (16 warps) per SM. The two buffers live in dynamic
+// shared memory (2 x BK x (BM + 4 + BN) x sizeof(T) + 1 KiB), so that larger tiles (and FP64) can
+// opt in past 48 KiB.
 // The 128-bit global paths need K (A) / N (B, C) multiples of 16 / sizeof(T) and 16-byte aligned
 // arrays; otherwise, and at ragged edges, elements are loaded one by one (zero-padded).
 // Kernels gemm07_warptile_f32 / _f64, C = A x B row-major, any M, N, K.
@@ -57,8 +59,9 @@ __device__ __forceinline__ void warptile(const T* __restrict__ A, const T* __res
     static_assert(BM % WM == 0 && BN % WN == 0 && WM % WSUB_M == 0 && WN % WSUB_N == 0, "warp tiling");
     static_assert(TM % VEC == 0 && TN % VEC == 0 && BK % VEC == 0 && BN % VEC == 0, "16-byte vectors");
     static_assert(NA * VEC * THREADS == BM * BK && NB * VEC * THREADS == BK * BN, "whole chunks per thread");
-    __shared__ __align__(16) T As[2][BK * AS];  // [buffer][k][m], transposed
-    __shared__ __align__(16) T Bs[2][BK * BN];  // [buffer][k][n]
+    GEMM_DYNAMIC_SMEM(smem);                   // 2 x (BK x (BM + pad) + BK x BN) x sizeof(T) (+1 KiB slack)
+    T(*As)[BK * AS] = reinterpret_cast<T(*)[BK * AS]>(smem);  // [buffer][k][m], transposed
+    T(*Bs)[BK * BN] = reinterpret_cast<T(*)[BK * BN]>(smem + 2 * BK * AS * sizeof(T));  // [buffer][k][n]
     const int tiles_n = CEIL_DIV(N, BN);
     const int m0 = (blockIdx.x / tiles_n) * BM, n0 = (blockIdx.x % tiles_n) * BN;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;

@@ -20,14 +20,15 @@ typedef unsigned short u16;
 #include ROOFLAB_CPU_EMULATION  // test-only: the same functions in C++ (tests/cuda_emu/emu.h)
 #else
 
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
 // The dynamic shared memory of a block, aligned up to 1024 bytes (128-byte swizzle atoms repeat
 // every 1024 bytes, and wgmma's descriptors assume atoms start on that boundary); launchers ask
-// for 1 KiB more than the kernel uses.
-#define GEMM_DYNAMIC_SMEM(name)                                             \
-    extern __shared__ __align__(16) unsigned char gemm_dynamic_smem_raw[];  \
-    unsigned char* name = (unsigned char*)(((unsigned long long)gemm_dynamic_smem_raw + 1023ull) & ~1023ull)
-
-__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+// for 1 KiB more than the kernel uses. The offset is added to the __shared__ array itself (not to
+// an integer copy of its address), so that the compiler still sees shared memory: LDS, not LD.
+#define GEMM_DYNAMIC_SMEM(name)                                            \
+    extern __shared__ __align__(16) unsigned char gemm_dynamic_smem_raw[]; \
+    unsigned char* name = gemm_dynamic_smem_raw + ((1024u - (smem_u32(gemm_dynamic_smem_raw) & 1023u)) & 1023u)
 
 // cp.async of 16 bytes, global -> shared, bypassing L1 (.cg); src_bytes = 0 writes 16 zero bytes
 // and reads nothing (edge tiles).

@@ -43,12 +43,12 @@ the CPU through tests/cuda_emu) check the kernels.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ...cuda import loader
-from ...errors import RooflabError
+from ...errors import RooflabError, first_line
 from ...registry import Variant, register
 from ...work import Work
 
@@ -233,10 +233,12 @@ class Rung:
         k = self.knobs
         return (k["TILE"], k["TILE"]) if "TILE" in k else (k["BM"], k["BN"])
 
-    @property
-    def dynamic_smem(self) -> int:
+    def dynamic_smem(self, dtype: str = "float32") -> int:
         """Dynamic shared memory per block in bytes (0: static only), 1 KiB of alignment slack included."""
         k = self.knobs
+        if self.number == 7:  # two buffers of A (transposed, rows padded by 16 bytes) and B
+            size = 8 if dtype == "float64" else 4
+            return 2 * k["BK"] * (k["BM"] + 16 // size + k["BN"]) * size + 1024
         if self.number == 8:
             return k["STAGES"] * (k["BM"] * (k["BK"] + 8) + k["BK"] * (k["BN"] + 8)) * 2 + 1024
         if self.number == 9:
@@ -276,6 +278,27 @@ RUNGS = [
 BY_NUMBER = {r.number: r for r in RUNGS}
 
 
+# Other knob sets worth timing on a new GPU (scripts/gemm_ladder_cuda.py --sweep): each compiles
+# without spills, fits an SM and computes the exact product in the CPU emulation (the tests check).
+CANDIDATES = {
+    7: [{"BK": 16}, {"WM": 32, "WN": 64}],
+    8: [{"STAGES": 4}, {"BK": 64}, {"WM": 32, "WN": 64}, {"BN": 256, "WN": 64}],
+    9: [{"STAGES": 3}, {"BN": 128, "STAGES": 3}, {"BM": 256, "BN": 128}],
+}
+
+
+def with_knobs(r: Rung, knobs: dict | None) -> Rung:
+    """The rung with some knobs changed (names checked: an unknown -D would silently do nothing)."""
+    if not knobs:
+        return r
+    unknown = sorted(set(knobs) - set(r.knobs))
+    if unknown:
+        raise RooflabError(
+            f"{r.name}: unknown knob(s) {', '.join(unknown)}", f"its knobs are {', '.join(sorted(r.knobs))}"
+        )
+    return replace(r, knobs={**r.knobs, **{k: int(v) for k, v in knobs.items()}})
+
+
 @dataclass(frozen=True)
 class Plan:
     """Everything one launch needs, computed without a GPU (the tests check it)."""
@@ -288,11 +311,12 @@ class Plan:
     smem: int
 
 
-def plan(number: int, m: int, n: int, k: int, dtype: str) -> Plan:
-    r = BY_NUMBER[number]
+def plan(number: int, m: int, n: int, k: int, dtype: str, knobs: dict | None = None) -> Plan:
+    r = with_knobs(BY_NUMBER[number], knobs)
     bm, bn = r.tile
     grid = -(-m // bm) * -(-n // bn)
-    return Plan(r.source, r.function(_dtype_name(dtype)), dict(r.knobs), grid, r.threads, r.dynamic_smem)
+    name = _dtype_name(dtype)
+    return Plan(r.source, r.function(name), dict(r.knobs), grid, r.threads, r.dynamic_smem(name))
 
 
 _OPTED_IN: dict = {}
@@ -306,16 +330,22 @@ def _opt_in(fn, smem: int):
         _OPTED_IN[key] = smem
 
 
+def _bits(x):
+    """BF16 arrays reach the kernels as their 16-bit patterns (a view: no copy, no bf16 support needed)."""
+    return x.view(np.uint16) if _dtype_name(x.dtype) == "bfloat16" else x
+
+
 def _launcher(r: Rung):
-    def kernel(A, B, reps=1, threads=None):
+    def kernel(A, B, reps=1, threads=None, knobs=None):
+        """C = A x B; ``knobs`` overrides some of the rung's -D knobs (e.g. {"BK": 16})."""
         m, n, k = validate(r.name, r.dtypes, A, B)
         cp = _cp()
         C = cp.empty((m, n), dtype=A.dtype)
-        p = plan(r.number, m, n, k, _dtype_name(A.dtype))
+        p = plan(r.number, m, n, k, _dtype_name(A.dtype), knobs)
         fn = loader.kernel(p.source, p.function, p.knobs)
         if p.smem > STATIC_SMEM_LIMIT:
             _opt_in(fn, p.smem)
-        args = (A, B, C, np.int32(m), np.int32(n), np.int32(k))
+        args = (_bits(A), _bits(B), _bits(C), np.int32(m), np.int32(n), np.int32(k))
         for _ in range(int(reps)):
             loader.launch(fn, p.grid, p.block, args, r.name, shared_mem=p.smem)
         return C
@@ -331,8 +361,10 @@ def _cublas(A, B, reps=1, threads=None):
     for _ in range(int(reps)):
         try:
             cp.matmul(A, B, out=C)
-        except (TypeError, ValueError, NotImplementedError) as e:
-            raise RooflabError(f"{name}: cupy.matmul cannot multiply {A.dtype} matrices here ({e})") from None
+        except Exception as e:  # e.g. a cupy without bfloat16 GEMM
+            raise RooflabError(
+                f"{name}: cupy.matmul cannot multiply {A.dtype} matrices here: {first_line(e)}"
+            ) from None
     return C
 
 
