@@ -65,10 +65,10 @@ TILE_RANGE = (64, 128)  # tile sizes tried for larger images
 def plan(s: dict) -> tuple[int, int, int, int, int]:
     """(L, To, tiles_h, tiles_w, tiles) for shape s: transform size, outputs per tile side, tiles.
 
-    A padded image up to WHOLE_MAX on a side is one tile: measured (C=K=32 64x64 R=3/5/7, ResNet
-    64@56x56 batch 8) the whole image beat every tiling by 1.2-1.4x although tiles of 15-36 cost
-    fewer FLOPs: the per-tile transposes, spectra copies and tiny per-frequency GEMMs cost more than
-    the FLOPs they save. Larger images are tiled with the 5-smooth L in TILE_RANGE that minimises
+    A padded image up to WHOLE_MAX on a side is one tile: measured interleaved at 1 thread, the whole
+    image was as fast as or faster than the FLOP-optimal smaller tiles (C=K=32 64x64 R=3: 4.7 vs
+    4.5-7.2 ms; ResNet batch 8 128@28x28: 34.5 vs 38-48 ms, 256@14x14: 29.5 vs 57-104 ms): the
+    per-tile transposes, spectra copies and tiny per-frequency GEMMs cost more than the FLOPs saved. Larger images are tiled with the 5-smooth L in TILE_RANGE that minimises
     2.5 L^2 log2 L^2 (C + K) transform + 8 L (L/2 + 1) C K pointwise FLOPs per tile."""
     R, S = s["R"], s["S"]
     Hp, Wp = s["H"] + 2 * s["pad_h"], s["W"] + 2 * s["pad_w"]
