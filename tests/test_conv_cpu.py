@@ -38,6 +38,8 @@ SHAPES = {
     "groups2": F.shape(2, 6, 9, 9, 4, 3, pad=1, groups=2),
     "depthwise": F.shape(1, 16, 10, 10, 16, 3, pad=1, groups=16),
     "depthwise-s2": F.shape(1, 24, 11, 10, 24, 3, pad=1, groups=24, stride=2),
+    "depthwise-wide-s2": F.shape(1, 3, 37, 71, 3, 3, pad=1, groups=3, stride=2),  # vector de-interleave
+    "depthwise-rows": F.shape(2, 3, 13, 45, 3, 3, pad=1, groups=3),  # four-rows path (Q >= 32)
     "1x1": F.shape(1, 5, 12, 12, 7, 1),
     "1x1-s2": F.shape(1, 5, 12, 12, 7, 1, stride=2),
     "rect-stride": F.shape(1, 3, 12, 10, 4, 3, S=2, pad=1, stride=2),

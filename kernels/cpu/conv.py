@@ -258,12 +258,114 @@ def _depthwise_chunk(x, w, y, sh, sw, ph, pw, t, nchunks):
                     yf[yb + p * Q + q] = acc
 
 
+@njit(fastmath=True, cache=True, boundscheck=False)
+def _depthwise_wide_chunk(x, w, y, sh, sw, ph, pw, t, nchunks):
+    """3x3 depthwise for small planes and strides > 1: each plane is copied into a zero-padded,
+    stride-phase-split buffer with row length Ws (as pack_phases does for the blocked kernel; stride
+    2 de-interleaves with vload_even/odd), so output pixel j = p*Ws + q of the "wide" plane reads tap
+    (r, s) at j + off(r, s): 9 plain vector loads + 9 FMAs per 16 wide pixels, whatever the stride,
+    and a 7x7 plane is 4 vectors instead of 7 one-row vectors. The wide rows' junk columns are
+    cropped when the rows are copied to y."""
+    N, C, H, W = x.shape
+    P, Q = y.shape[2], y.shape[3]
+    L = vlanes(x)
+    Hs = (H + 2 * ph + sh - 1) // sh
+    Ws = (W + 2 * pw + sw - 1) // sw
+    HW = Hs * Ws
+    nwide = (P * Ws + L - 1) // L * L
+    xf = x.reshape(-1)
+    yf = y.reshape(-1)
+    wf = w.reshape(-1)
+    o = np.empty(9, dtype=np.int64)
+    for r in range(3):
+        for s_ in range(3):
+            o[r * 3 + s_] = ((r % sh) * sw + s_ % sw) * HW + (r // sh) * Ws + s_ // sw
+    o0, o1, o2, o3, o4, o5, o6, o7, o8 = o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], o[8]
+    buf = np.zeros(sh * sw * HW + nwide + 2 * Ws + 2 * L, dtype=x.dtype)
+    wide = np.empty(nwide, dtype=x.dtype)
+    planes = N * C
+    for nc in range(planes * t // nchunks, planes * (t + 1) // nchunks):
+        c = nc % C
+        xb = nc * H * W
+        for h in range(H):
+            hh = h + ph
+            src = xb + h * W
+            if sw == 1:
+                d = ((hh % sh) * HW) + (hh // sh) * Ws + pw
+                for j in range(0, W, L):
+                    if j + L <= W:
+                        vstore(buf, d + j, vload(xf, src + j))
+                    else:
+                        vstorem(buf, d + j, vloadm(xf, src + j, W - j), W - j)
+            elif sw == 2:
+                rb = (hh % sh) * 2 * HW + (hh // sh) * Ws
+                d0 = rb + (pw % 2) * HW + pw // 2  # x column 0 lands in phase pw % 2
+                d1 = rb + ((pw + 1) % 2) * HW + (pw + 1) // 2
+                j = 0
+                # 2L columns per step; a row's last step reads past the row (never past x: see
+                # the scalar tail) and stores only its own even/odd columns
+                while j < W and src + j + 2 * L <= xf.size:
+                    ne = min(L, (W - j + 1) // 2)
+                    no = min(L, (W - j) // 2)
+                    vstorem(buf, d0 + j // 2, vload_even(xf, src + j), ne)
+                    vstorem(buf, d1 + j // 2, vload_odd(xf, src + j), no)
+                    j += 2 * L
+                while j < W:
+                    if j % 2 == 0:
+                        buf[d0 + j // 2] = xf[src + j]
+                    else:
+                        buf[d1 + j // 2] = xf[src + j]
+                    j += 1
+            else:
+                rb = (hh % sh) * sw * HW + (hh // sh) * Ws
+                for wi in range(W):
+                    ww = wi + pw
+                    buf[rb + (ww % sw) * HW + ww // sw] = xf[src + wi]
+        wb = c * 9
+        w0 = vsplat(wf[wb])
+        w1 = vsplat(wf[wb + 1])
+        w2 = vsplat(wf[wb + 2])
+        w3 = vsplat(wf[wb + 3])
+        w4 = vsplat(wf[wb + 4])
+        w5 = vsplat(wf[wb + 5])
+        w6 = vsplat(wf[wb + 6])
+        w7 = vsplat(wf[wb + 7])
+        w8 = vsplat(wf[wb + 8])
+        for j in range(0, nwide, L):
+            u = vmul(w0, vload(buf, j + o0))
+            u = vfma(w1, vload(buf, j + o1), u)
+            u = vfma(w2, vload(buf, j + o2), u)
+            u = vfma(w3, vload(buf, j + o3), u)
+            u = vfma(w4, vload(buf, j + o4), u)
+            u = vfma(w5, vload(buf, j + o5), u)
+            u = vfma(w6, vload(buf, j + o6), u)
+            u = vfma(w7, vload(buf, j + o7), u)
+            u = vfma(w8, vload(buf, j + o8), u)
+            vstore(wide, j, u)
+        yb = nc * P * Q
+        for p in range(P):
+            for q in range(0, Q, L):
+                if q + L <= Q:
+                    vstore(yf, yb + p * Q + q, vload(wide, p * Ws + q))
+                else:
+                    vstorem(yf, yb + p * Q + q, vload(wide, p * Ws + q), Q - q)
+
+
+WIDE_BELOW = 16  # 3x3 depthwise planes narrower than a vector (or strided) take the wide path
+
+
 @njit(parallel=True, cache=True)
 def depthwise_nchw(x, w, y, sh, sw, ph, pw, nchunks):
-    """groups == C == K, NCHW: ``nchunks`` chunks of planes in parallel (see _depthwise_chunk; the
-    body is a separate function because numba's parfor lowering of it ran ~1.3x slower)."""
+    """groups == C == K, NCHW: ``nchunks`` chunks of planes in parallel. 3x3 stride-1 planes at
+    least WIDE_BELOW wide: _depthwise_chunk (four output rows per pass); smaller or strided 3x3
+    planes: _depthwise_wide_chunk; other filters: the scalar path of _depthwise_chunk. The bodies
+    are separate functions because numba's parfor lowering of the inlined body ran ~1.3x slower."""
+    wide = w.shape[2] == 3 and w.shape[3] == 3 and (sh > 1 or sw > 1 or y.shape[3] < WIDE_BELOW)
     for t in prange(nchunks):
-        _depthwise_chunk(x, w, y, sh, sw, ph, pw, t, nchunks)
+        if wide:
+            _depthwise_wide_chunk(x, w, y, sh, sw, ph, pw, t, nchunks)
+        else:
+            _depthwise_chunk(x, w, y, sh, sw, ph, pw, t, nchunks)
 
 
 @njit(fastmath=True, parallel=True, cache=True, boundscheck=False)

@@ -45,25 +45,3 @@ vload_even = _strided_load(0)
 vload_odd = _strided_load(1)
 
 __all__ = ["vload_even", "vload_odd"]
-
-
-def _shift(k: int):
-    @intrinsic
-    def shift(typingctx, a, b):
-        from .simd import VecType
-
-        if not (isinstance(a, VecType) and a == b):
-            return None
-        n = a.lanes
-
-        def codegen(context, builder, sig, args):
-            idx = ir.Constant(ir.VectorType(ir.IntType(32), n), [k + j for j in range(n)])
-            return builder.shuffle_vector(args[0], args[1], idx)
-
-        return a(a, b), codegen
-
-    return shift
-
-
-vshift1 = _shift(1)
-vshift2 = _shift(2)
