@@ -125,7 +125,12 @@ class Roofs:
 
     def latency(self, path: str) -> dict | None:
         names = {"library-cpu": "ufunc", "own-cpu": "empty", "library-cuda": "enqueue", "own-cuda": "enqueue"}
-        lat = self.rf.latency(names.get(path)) or self.rf.latency("launch") or self.rf.latency()
+        # dispatch latencies only: a memory-latency ceiling (chase, with a level) is no call's cost
+        lat = [
+            c
+            for c in (self.rf.latency(names.get(path)) or self.rf.latency("launch") or self.rf.latency())
+            if not c.get("level")
+        ]
         return min(lat, key=lambda c: c["value"]) if lat else None
 
 

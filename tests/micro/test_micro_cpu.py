@@ -1,6 +1,6 @@
 """Micro-benchmarks (pytest-benchmark): the quick check a kernel author runs before committing.
 
-    pytest tests/micro --benchmark-only                          # time them (stats table)
+    pytest tests/micro --benchmark-enable --benchmark-only       # time them (stats table)
     pytest tests/micro --benchmark-only --benchmark-autosave     # keep a baseline (.benchmarks/)
     pytest tests/micro --benchmark-only --benchmark-compare --benchmark-compare-fail=median:10%
 
