@@ -1,8 +1,8 @@
 """Micro-benchmarks (pytest-benchmark): the quick check a kernel author runs before committing.
 
     pytest tests/micro --benchmark-enable --benchmark-only       # time them (stats table)
-    pytest tests/micro --benchmark-only --benchmark-autosave     # keep a baseline (.benchmarks/)
-    pytest tests/micro --benchmark-only --benchmark-compare --benchmark-compare-fail=median:10%
+    pytest tests/micro --benchmark-enable --benchmark-only --benchmark-autosave   # keep a baseline
+    pytest tests/micro --benchmark-enable --benchmark-only --benchmark-compare --benchmark-compare-fail=median:10%
 
 What is timed: dispatch (empty @njit call, np.add on 8 elements, a parallel region's fork/join),
 N tiny ops op by op vs fused, the two fused chains against their unfused versions at small
