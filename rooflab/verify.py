@@ -135,6 +135,7 @@ def check(got, expected, dtype=None, what: str = "result", rtol=None, atol=None,
     report = {
         "max_abs_err": max_abs,
         "max_rel_err": max_rel,
+        "max_err_over_max_ref": max_abs / scale if scale else max_abs,
         "rtol": rtol,
         "atol": atol,
         "tolerance": kind,

@@ -76,9 +76,9 @@ def main(argv=None) -> int:
 
     from rooflab.cuda import compiler, loader
     from rooflab.cuda import timing as gt
-    from rooflab.cuda.suite import check_device
     from rooflab.errors import RooflabError
     from rooflab.families.gemm.cuda import as_float64
+    from rooflab.verify import check_device
 
     n = a.size
     shape = {"M": n, "N": n, "K": n}
