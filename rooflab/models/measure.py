@@ -161,6 +161,14 @@ def measure_ops(ops_list, roofs, *, device, threads, quick, machine, writer=None
             need = _footprint(op)
             if device == "cpu":
                 require_fits(need, f"op {op['name']!r} ({fmt_bytes(need)})")
+            else:
+                import cupy
+
+                free = cupy.cuda.runtime.memGetInfo()[0]
+                if need > 0.8 * free:
+                    raise RooflabError(
+                        f"op {op['name']!r} needs {fmt_bytes(need)} but the GPU has {fmt_bytes(free)} free"
+                    )
         except RooflabError as e:
             fail(op, "framework", e)
             continue
