@@ -6,7 +6,7 @@ runs on the CPU and cupy on the GPU; each is a few passes over memory, so memory
 latency-bound: e.g. sigmoid as negative, exp, +1, reciprocal is 4 passes where 1 would do.
 
 Each builder returns an ``Impl`` (the call, its float64 reference, the library calls it makes);
-``op_variant`` turns it into a registered Variant executed by the one driver.
+the module registers each as variant 0 of its op kind (CPU and GPU), executed by the one driver.
 """
 
 from __future__ import annotations
