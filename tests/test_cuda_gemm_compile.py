@@ -247,7 +247,7 @@ def test_sass_has_the_instructions_each_rung_claims(cache, name, arch):
 def test_sass_reader_counts_the_existing_peak_kernels(cache):
     """The reader itself: tensor.cu and wgmma.cu hold the 320 HMMA and 40 HGMMA known from their sources."""
     _nvrtc_or_skip()
-    from rooflab.cuda import variants as cv
+    from rooflab.cuda import knobs as cv
 
     mma = _sass(compiler.build("tensor.cu", "sm_90", cv.MMA_KNOBS).cubin_path)
     assert sum(c["HMMA.16816.F32"] + c["HMMA.16816.F32.BF16"] for c in mma.values()) == 320

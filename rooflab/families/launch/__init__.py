@@ -1,3 +1,3 @@
-"""Launch and dispatch latency, the floor of the roofline (issue 14). The CUDA variants live in
-``cuda.py`` (``cuda.cases`` is the GPU suite); the ceilings suite's ``cuda.launch.empty`` stays in
-rooflab/cuda/variants.py for now."""
+"""Family `launch`: the GPU launch and dispatch paths, the floor of the roofline on a GPU (cuda.py).
+The CPU dispatch paths are the `latency` family (rooflab/families/latency.py), which also holds the
+plain empty-kernel launch the GPU ceilings suite times three ways."""
