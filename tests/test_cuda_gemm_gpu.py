@@ -136,9 +136,14 @@ def test_every_gemm_variant_verifies_at_every_shape(name, dtype):
         assert C.shape == (m, n) and C.dtype == A.dtype and C.flags.c_contiguous
         got = as_float64(C)
         check_device(got, expected, v.result_dtype(A, B), f"{name} {dtype} {m}x{n}x{k}")
-        if not v.library:  # hand-written: exact up to the final rounding to the output type
-            want = expected if dtype in ("float32", "float64") else _rounded(expected, dtype)
-            bad = int(cp.count_nonzero(got != want))
-            assert bad == 0, f"{name} {dtype} {m}x{n}x{k}: {bad} elements differ from the exact result"
+        if v.library:
+            continue
+        if dtype in ("float32", "float64"):  # IEEE FMAs on exact data: the exact product
+            bad = int(cp.count_nonzero(got != expected))
+        else:  # the exact product rounded once, give or take one unit in the last place of the output
+            # (how tensor cores align and truncate inside an MMA is not specified; IEEE would be exact)
+            ulp = 2.0**-10 if dtype == "float16" else 2.0**-7
+            bad = int(cp.count_nonzero(cp.abs(got - _rounded(expected, dtype)) > ulp * cp.abs(expected)))
+        assert bad == 0, f"{name} {dtype} {m}x{n}x{k}: {bad} elements differ from the exact result"
     C2 = v(A, B, reps=3)  # reps repeats the same product
     assert bool(cp.all(C2 == C))
