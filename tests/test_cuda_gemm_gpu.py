@@ -51,13 +51,11 @@ def _skip_unsupported(name, dtype):
 
 def _rounded(ref, dtype):
     """The float64 reference rounded to the output dtype (round to nearest even), as float64."""
-    import cupy as cp
-
-    if dtype == "bfloat16":
-        u = ref.astype(cp.float32).view(cp.uint32).astype(cp.uint64)
+    if dtype == "bfloat16":  # (numpy dtype objects: cupy takes them)
+        u = ref.astype(np.float32).view(np.uint32).astype(np.uint64)
         u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
-        return (u.astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
-    return ref.astype(dtype).astype(cp.float64)
+        return (u.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return ref.astype(dtype).astype(np.float64)
 
 
 def test_work_is_2mnk_and_the_minimum_bytes():
@@ -71,18 +69,18 @@ def test_bad_input_is_refused_by_name():
     import cupy as cp
 
     v = rooflab.get_variant("cuda.gemm.08-mma-sync")
-    A, B = (cp.ones((16, 16), dtype=cp.float64),) * 2
+    A, B = (cp.ones((16, 16), dtype=np.float64),) * 2
     with pytest.raises(rooflab.RooflabError, match="08-mma-sync runs on tensor cores with FP16/BF16 inputs only"):
         v(A, B)
     s = rooflab.get_variant("cuda.gemm.05-2d-blocktiling")
     with pytest.raises(rooflab.RooflabError, match="inner dimensions differ"):
-        s(cp.ones((4, 5), dtype=cp.float32), cp.ones((4, 5), dtype=cp.float32))
+        s(cp.ones((4, 5), dtype=np.float32), cp.ones((4, 5), dtype=np.float32))
     with pytest.raises(rooflab.RooflabError, match="C-contiguous"):
-        s(cp.ones((8, 4), dtype=cp.float32).T, cp.ones((8, 4), dtype=cp.float32))
+        s(cp.ones((8, 4), dtype=np.float32).T, cp.ones((8, 4), dtype=np.float32))
     with pytest.raises(rooflab.RooflabError, match="2-D"):
-        s(cp.ones((2, 4, 4), dtype=cp.float32), cp.ones((4, 4), dtype=cp.float32))
+        s(cp.ones((2, 4, 4), dtype=np.float32), cp.ones((4, 4), dtype=np.float32))
     with pytest.raises(rooflab.RooflabError, match="computes float32 and float64 only"):
-        s(cp.ones((4, 4), dtype=cp.float16), cp.ones((4, 4), dtype=cp.float16))
+        s(cp.ones((4, 4), dtype=np.float16), cp.ones((4, 4), dtype=np.float16))
 
 
 def test_a_misaligned_view_takes_the_element_path():
@@ -109,16 +107,15 @@ def test_wgmma_last_on_a_gpu_without_it_says_so():
         pytest.skip("this GPU has wgmma (covered above)")
     v = rooflab.get_variant("cuda.gemm.09-wgmma")
     with pytest.raises(rooflab.RooflabError, match="runs only on sm_90a"):
-        v(cp.ones((8, 8), dtype=cp.float16), cp.ones((8, 8), dtype=cp.float16))
+        v(cp.ones((8, 8), dtype=np.float16), cp.ones((8, 8), dtype=np.float16))
 
 
 def test_reference_is_float64_and_exact():
-    import cupy as cp
 
     v = rooflab.get_variant("cuda.gemm.00-cublas")
     A, B = v.inputs({"M": 5, "N": 6, "K": 7}, "float32")
     ref = v.reference(A, B)
-    assert ref.dtype == cp.float64
+    assert ref.dtype == np.float64
     np.testing.assert_array_equal(ref.get(), A.get().astype(np.float64) @ B.get().astype(np.float64))
 
 
@@ -139,9 +136,14 @@ def test_every_gemm_variant_verifies_at_every_shape(name, dtype):
         assert C.shape == (m, n) and C.dtype == A.dtype and C.flags.c_contiguous
         got = as_float64(C)
         check_device(got, expected, v.result_dtype(A, B), f"{name} {dtype} {m}x{n}x{k}")
-        if not v.library:  # hand-written: exact up to the final rounding to the output type
-            want = expected if dtype in ("float32", "float64") else _rounded(expected, dtype)
-            bad = int(cp.count_nonzero(got != want))
-            assert bad == 0, f"{name} {dtype} {m}x{n}x{k}: {bad} elements differ from the exact result"
+        if v.library:
+            continue
+        if dtype in ("float32", "float64"):  # IEEE FMAs on exact data: the exact product
+            bad = int(cp.count_nonzero(got != expected))
+        else:  # the exact product rounded once, give or take one unit in the last place of the output
+            # (how tensor cores align and truncate inside an MMA is not specified; IEEE would be exact)
+            ulp = 2.0**-10 if dtype == "float16" else 2.0**-7
+            bad = int(cp.count_nonzero(cp.abs(got - _rounded(expected, dtype)) > ulp * cp.abs(expected)))
+        assert bad == 0, f"{name} {dtype} {m}x{n}x{k}: {bad} elements differ from the exact result"
     C2 = v(A, B, reps=3)  # reps repeats the same product
     assert bool(cp.all(C2 == C))

@@ -16,16 +16,17 @@ the two tensor-core instructions take a hand-written kernel towards cuBLAS, on t
 
 Napkin math (H200, 132 SMs at ~1.98 GHz): FP32 FMA peak 132 x 128 x 2 x 1.98 = 67 TFLOP/s; dense
 FP16 tensor peak 132 x 4096 x 1.98 = 1070 TFLOP/s (wgmma; mma.sync reaches part of it). At
-M = N = K = 4096 a GEMM is 137 GFLOP over 3 x 64 MiB (FP32): 640 FLOP/byte, far right of the ridge,
+M = N = K = 4096 a GEMM is 137 GFLOP over 3 x 64 MiB (FP32): 680 FLOP/byte, far right of the ridge,
 so every rung from 05 on is bounded by how well it feeds the FMA or tensor units.
 
 Interface: ``v(A, B)`` returns a new C (cupy arrays, C-contiguous, 2-D, same dtype; C has that
 dtype too: FP16/BF16 results are the FP32 accumulators rounded). A variant refuses with one
 RooflabError what it cannot do (the SIMT rungs compute FP32/FP64 only, the tensor-core rungs
 FP16/BF16 only, wgmma needs an sm_90 GPU). Kernels live in kernels/cuda/gemm*.cu, one per rung,
-every knob an ``#ifndef`` default; the knobs below are passed with -D, so the declared work and
-the compiled kernel always agree. Registering imports no cupy; the first call compiles (NVRTC,
-cached) and needs a GPU.
+every knob an ``#ifndef`` default; the knobs below are passed with -D (``v(A, B, knobs={...})``
+overrides some, CANDIDATES lists the sets worth timing on a new GPU), and the declared work does
+not depend on them. Registering imports no cupy; the first call compiles (NVRTC, cached) and needs
+a GPU.
 
 Data and checks: inputs are random multiples of 1/4 in [-2, 2] (range narrowed for very large K),
 so that every product and every FP32 partial sum is exact (CUTLASS's unit tests use integer data
