@@ -279,6 +279,7 @@ def report_chase(recs, rounds, caches, say, key="rounds_s"):
             say(
                 f"  ceiling {name.split('.')[-1]:24s} {level:4s} {m:7.2f} ns ({lo:.2f}-{hi:.2f} over rounds)"
                 + (f" = {median(cyc):.1f} cycles at {median(clk):.2f} GHz" if cyc else "")
+                + (f"; plateau ends {fmt_bytes(xs[0]['plateau_end_bytes'])}" if xs[0].get("plateau_end_bytes") else "")
             )
             ceilings.append({**xs[0], "value": m, "rounds": [c["value"] for c in xs]})
     return ceilings

@@ -138,6 +138,26 @@ def test_public_call_on_user_arrays_of_any_shape():
     np.testing.assert_allclose(y, F.gelu64(x.astype(np.float64)), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("threads", THREADS)
+def test_in_place_calls_take_their_own_loop_and_stay_exact(threads, paths):
+    """out is x (the unfused chains run GELU and ReLU in place): a separate one-array loop, since
+    LLVM's overlap check would otherwise send the loop to its scalar version."""
+    paths(threads)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(50_000).astype(np.float32)
+    b = rng.standard_normal(50_000).astype(np.float32)
+    for name, args, expect in (
+        ("add", lambda y: (y, b, y), x.astype(np.float64) + b),
+        ("add", lambda y: (b, y, y), x.astype(np.float64) + b),
+        ("scale", lambda y: (y, y), 1.5 * x.astype(np.float64)),
+        ("relu", lambda y: (y, y), np.maximum(x, 0)),
+        ("gelu", lambda y: (y, y), F.gelu64(x.astype(np.float64))),
+    ):
+        y = x.copy()
+        rooflab.get_variant(f"cpu.elementwise.{name}.01-numba")(*args(y), threads=threads)
+        np.testing.assert_allclose(y, expect, rtol=1e-4, atol=1e-6, err_msg=name)
+
+
 # ---- declared work --------------------------------------------------------------------------------
 
 

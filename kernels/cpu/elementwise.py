@@ -168,11 +168,27 @@ def _rows(rows, t, nchunks):
 SERIAL_BELOW = 1 << 15
 
 
+@njit(inline="always")
+def _same(a, b):
+    """The same memory (an in-place call): LLVM's runtime overlap check would send the loop to its
+    scalar version, so in-place calls take a loop over the one array instead."""
+    return a.ctypes.data == b.ctypes.data
+
+
 @njit(fastmath=FM, error_model="numpy", inline="always")
 def _add_body(o, x, y, reps):
-    for _ in range(reps):
-        for i in range(o.size):
-            o[i] = x[i] + y[i]
+    if _same(o, x):
+        for _ in range(reps):
+            for i in range(o.size):
+                o[i] = o[i] + y[i]
+    elif _same(o, y):
+        for _ in range(reps):
+            for i in range(o.size):
+                o[i] = x[i] + o[i]
+    else:
+        for _ in range(reps):
+            for i in range(o.size):
+                o[i] = x[i] + y[i]
 
 
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
@@ -191,9 +207,14 @@ def add_serial(out, a, b, reps):
 
 @njit(fastmath=FM, error_model="numpy", inline="always")
 def _scale_body(o, a, s, reps):
-    for _ in range(reps):
-        for i in range(o.size):
-            o[i] = s * a[i]
+    if _same(o, a):
+        for _ in range(reps):
+            for i in range(o.size):
+                o[i] = s * o[i]
+    else:
+        for _ in range(reps):
+            for i in range(o.size):
+                o[i] = s * a[i]
 
 
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
@@ -213,9 +234,14 @@ def scale_serial(out, x, s, reps):
 @njit(fastmath=FM, error_model="numpy", inline="always")
 def _relu_body(o, a, reps):
     zero = a.dtype.type(0)
-    for _ in range(reps):
-        for i in range(o.size):
-            o[i] = _fmax(a[i], zero)
+    if _same(o, a):
+        for _ in range(reps):
+            for i in range(o.size):
+                o[i] = _fmax(o[i], zero)
+    else:
+        for _ in range(reps):
+            for i in range(o.size):
+                o[i] = _fmax(a[i], zero)
 
 
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
@@ -237,9 +263,14 @@ def _gelu_body(o, a, reps):
     c0 = a.dtype.type(2.0 * 0.7978845608028654)
     c1 = a.dtype.type(0.044715)
     one = a.dtype.type(1.0)
-    for _ in range(reps):
-        for i in range(o.size):
-            o[i] = _gelu(a[i], c0, c1, one)
+    if _same(o, a):
+        for _ in range(reps):
+            for i in range(o.size):
+                o[i] = _gelu(o[i], c0, c1, one)
+    else:
+        for _ in range(reps):
+            for i in range(o.size):
+                o[i] = _gelu(a[i], c0, c1, one)
 
 
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
@@ -351,7 +382,7 @@ def _scale_inplace(y, inv):
         y[i] = y[i] * inv
 
 
-@njit(fastmath=FM, error_model="numpy")
+@njit(fastmath=FM, error_model="numpy", inline="always")
 def _softmax_row(y, x, block):
     one = x.dtype.type(1.0)
     n = x.size
@@ -417,7 +448,7 @@ def _normalize(y, x, mu, rstd, g, b):
         y[i] = (x[i] - mu) * rstd * g[i] + b[i]
 
 
-@njit(fastmath=FM, error_model="numpy")
+@njit(fastmath=FM, error_model="numpy", inline="always")
 def _layernorm_row(y, x, g, b, eps, block):
     n = x.size
     T = x.dtype.type  # counts as the dtype: an int64 operand would promote f32 math to f64

@@ -285,4 +285,24 @@ def latency_ceilings(records: list[dict], caches: list[dict], variant: str | Non
                 "noisy": sum(p["noisy"] for p in inside) > len(inside) / 2,
             }
         )
+    _plateau_ends(out, pts)
     return out
+
+
+def _plateau_ends(ceilings: list[dict], pts: list[dict]) -> None:
+    """Where each level's plateau really ends: the last size, walking up from its window, still
+    faster than the geometric mean of this level's and the next level's latency (on a shared VM the
+    L3 that answers can be a fraction of the L3 the OS reports)."""
+    for cur, nxt in zip(ceilings, ceilings[1:]):
+        threshold = math.sqrt(cur["value"] * nxt["value"])
+        end = None
+        for p in pts:
+            if p["bytes"] < cur["window_bytes"][0]:
+                continue
+            if p["ns"] > threshold:
+                break
+            end = p["bytes"]
+        cur["plateau_end_bytes"] = end
+        cur["plateau_threshold_ns"] = threshold
+    if ceilings:
+        ceilings[-1].setdefault("plateau_end_bytes", None)
