@@ -12,7 +12,7 @@ def _build(model, layer):
 
     op = next(o for o in catalog.model_ops(model) if o["name"] == layer)
     (v,), _ = measure.variants_for(op, "cpu")
-    shape = measure._shape(op)
+    shape = dict(op["shape"])
     inputs = v.inputs(shape, np.dtype(measure.executed_dtype(op, v)), seed=0)
     params = measure.op_params(v, shape)
     expected = v.reference(*inputs, **params)

@@ -166,7 +166,7 @@ def test_every_op_kind_runs_through_its_variants(raw):
 
     driver = Driver(cpu_backend(probe=False), Settings(budget_s=0.0, min_samples=1, max_attempts=1))
     for v in library + mine:
-        shape = measure._shape(op)
+        shape = dict(op["shape"])
         inputs = v.inputs(shape, np.dtype(measure.executed_dtype(op, v)), seed=1)
         rec = driver.measure(v, inputs, params=measure.op_params(v, shape), reps=1)
         if v.library:

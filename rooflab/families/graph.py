@@ -18,7 +18,7 @@ import numpy as np
 
 from ..registry import Variant, register
 from ..work import Work
-from ._xp import XP_NAME, xp_for
+from ._xp import XP_NAME, rand, xp_for
 
 
 @dataclass
@@ -30,10 +30,6 @@ class Impl:
     footprint: int
 
 
-def _rand(rng, shape, dtype, scale=1.0):
-    return (rng.standard_normal(shape, dtype=np.float32) * scale).astype(dtype, copy=False)
-
-
 _MORE_ELEMENTWISE = ("scale", "sigmoid", "tanh", "relu6", "hardswish", "hardsigmoid", "silu", "mul", "sub", "div")
 
 
@@ -43,7 +39,7 @@ def _more(k, s, rng, dt, need, xp=np) -> Impl:
     lib = xp.__name__
     f64 = np.float64
     n = s["numel"]
-    x = _rand(rng, (n,), dt, 4.0)
+    x = rand(xp, rng, (n,), dt, 4.0)
     y = xp.empty_like(x)
     if k == "scale":
         c = dt.type(1.5)

@@ -66,10 +66,6 @@ def executed_dtype(op: dict, variant) -> str:
     return "float32"
 
 
-def _shape(op: dict) -> dict:
-    return dict(op["shape"])
-
-
 def _footprint(op: dict) -> int:
     """Rough upper bound of the memory an op's inputs and float64 verification need."""
     base = ops.min_bytes(op) / ops.ITEMSIZE[op["dtype"]] * 8
@@ -93,7 +89,7 @@ def measure_one(driver, variant, op, *, threads, roofs, flush, cold_samples) -> 
     """Verify, time warm and cold, place. Raises RooflabError when the variant refuses the op."""
     dtype = executed_dtype(op, variant)
     op_x = {**op, "dtype": dtype}
-    shape = _shape(op)
+    shape = dict(op["shape"])
     inputs = variant.inputs(shape, np.dtype(dtype), seed=0, threads=threads)
     params = op_params(variant, shape)
     label = f"{op.get('model') or ''} {op['name']} [{variant.name}]".strip()
