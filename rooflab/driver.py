@@ -156,9 +156,10 @@ class Driver:
 
     # ---- one measurement -----------------------------------------------------------------------
     def verify(self, variant: Variant, inputs: tuple, params: dict, threads: int) -> dict:
-        """Run once on ``inputs`` and compare with the reference computed beforehand."""
-        expected = variant.reference(*inputs, **params)
+        """Run once on ``inputs`` and compare with the reference computed beforehand (under the same
+        thread limit, so a reference that follows the thread layout sees the kernel's)."""
         with self.backend.threads(threads):
+            expected = variant.reference(*inputs, **params)
             got = variant.kernel(*inputs, threads=threads, **params)
         dtype = variant.result_dtype(*inputs, **params) if variant.result_dtype else None
         return verify.check(got, expected, dtype=dtype, what=variant.name, kind=variant.tolerance)

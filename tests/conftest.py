@@ -32,9 +32,23 @@ def quick_result(tmp_path_factory):
     return files[0]
 
 
+# CUDA compile checks kept in the fast loop: every source through NVRTC for sm_90 (sm_90a for wgmma).
+# The same checks for sm_80, nvcc's stand-alone builds and the knob sweeps (1-6 s each) run in CI.
+_SLOW_COMPILES = (
+    "[sm_80]",
+    "-sm_80]",
+    "test_nvcc_",
+    "test_sweep_candidates_",
+    "test_file_defaults_are_the_launcher_knobs",
+)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests that need a real `rooflab run` (the quick_result fixture, ~1 min) are slow: the fast
-    loop `pytest -m "not slow"` skips them; CI runs everything."""
+    """Tests that need a real `rooflab run` (the quick_result fixture, ~1 min) and the second-arch /
+    nvcc duplicates of the CUDA compile checks are slow: the fast loop `pytest -m "not slow"` skips
+    them; CI runs everything."""
     for item in items:
         if "quick_result" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+        elif "compile" in item.module.__name__ and any(k in item.nodeid for k in _SLOW_COMPILES):
             item.add_marker(pytest.mark.slow)

@@ -45,14 +45,15 @@ def _result(out):
 
 
 def test_the_whole_suite_runs_and_records_every_ceiling(env, monkeypatch, capsys):
-    fake_gpu.FakeGPU(monkeypatch).install()
+    fake = fake_gpu.FakeGPU(monkeypatch)
+    fake.install()
     out = env / "results"
     assert cli.main(["run", "--device", "cuda", "--quick", "--budget", "0.002", "--out", str(out)]) == 0, (
         capsys.readouterr().err
     )
     f, d = _result(out)
     assert d["status"] == "complete" and d["errors"] == []
-    assert all(r["verified"] for r in d["records"] if r["family"] not in ("peer", "launch"))
+    assert all(r["verified"] for r in d["records"])
     names = {c["name"] for c in d["ceilings"]}
     for level in ("HBM", "L2", "shared", "host"):
         assert any(n.startswith(level) for n in names), level
@@ -74,6 +75,20 @@ def test_the_whole_suite_runs_and_records_every_ceiling(env, monkeypatch, capsys
     built = {b["source"]: b for b in d["cuda_builds"]}
     assert set(built) == {"launch.cu", "stream.cu", "smem.cu", "fma.cu", "tensor.cu", "intensity.cu", "wgmma.cu"}
     assert built["wgmma.cu"]["arch"] == "sm_90a" and built["fma.cu"]["arch"] == "sm_90"
+    # the stand-in's kernel list follows the suite's declaration: every kernel the declared variants
+    # compiled has an emulation, and the launch paths are the launch family's variants
+    compiled = {k for b in built.values() for k in b["resources"]}
+    assert compiled and all(fake_gpu.emulation_for(k) for k in compiled)
+    assert {fake_gpu.emulation_for(k)[0] for k in compiled} >= fake.launched
+    launches = {r["label"]: r for r in d["records"] if r["family"] == "launch"}
+    assert {r["variant"] for r in launches.values()} == {
+        "cuda.launch.01-enqueue",
+        "cuda.launch.02-roundtrip",
+        "cuda.launch.03-graph-node",
+    }
+    assert all(r["verified"] and r["ns_per_launch"]["median"] > 0 for r in launches.values())
+    peer = next(r for r in d["records"] if r.get("kernel") == "cublas")
+    assert peer["variant"] == "cuda.gemm.00-cublas" and peer["verified"] and peer["dtype"] == "float16"
     assert all(r["spill_store_bytes"] == 0 for b in built.values() for r in b["resources"].values())
     assert f.with_suffix(".roofline.png").exists() and f.with_suffix(".bandwidth.png").exists()
     assert cli.main(["report", str(f), "-o", str(env / "r.html")]) == 0

@@ -61,7 +61,7 @@ def test_public_call_runs_on_user_arrays():
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("K", [1, 8, 32])
+@pytest.mark.parametrize("K", [8, pytest.param(1, marks=pytest.mark.slow), pytest.param(32, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("threads", THREADS)
 def test_ert_matches_closed_form(dtype, K, threads):
     v = rooflab.get_variant("cpu.ert.fma")
@@ -136,3 +136,55 @@ def test_read_kernel_keeps_several_vector_accumulators():
     k(np.ones(4096), 1, 1)
     adds = [ln for ln in _asm(k).splitlines() if "vaddpd" in ln and "(" in ln and ("%ymm" in ln or "%zmm" in ln)]
     assert len(adds) >= 4
+
+
+def test_intensity_sweep_is_declared_per_thread_count_and_each_point_verifies():
+    """The CPU intensity sweep is data (one Case per point and thread count); a point run through
+    the driver processes the slice its reference was computed on, and moves on to the next one."""
+    from rooflab import suite_ceilings as sc
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
+
+    plan = sc.Plan(threads_all=2, quick=True)
+    cases = sc.intensity_cases(plan, 32 << 10, 16 << 20, 1 << 20)
+    points, configs = sc.intensity_points(plan), sc.intensity_configs(32 << 10, 1 << 20)
+    n = len(points) * len(configs)
+    assert [c.threads for c in cases] == [2] * n + [1] * n
+    assert [c.meta["intensity"] for c in cases[:n:2]] == [K * p / 8 for K, p in points]
+    assert {(c.params["S"], c.params["block"]) for c in cases} == set(configs)
+    case = cases[n + 5]  # 1 thread, a middle point, 8 streams
+    driver = Driver(cpu_backend(probe=False), Settings(budget_s=0.02, min_samples=2, probe_clock=False))
+    a, rot = driver.inputs(case)
+    rec = driver.run_case(case, (a, rot))
+    assert rec.status == "ok" and rec.verified, rec.error
+    assert rec.work["flops"] == 2.0 * case.params["K"] * rec.reps * rot.n
+    assert 0 < rot.n <= a.size and rot.offset > 0  # the timed calls walked on through the array
+
+
+def test_intensity_point_whose_kernel_skips_the_slice_fails_verification():
+    from rooflab.errors import VerificationError
+    from rooflab.families import intensity
+    from rooflab.verify import check
+
+    a, rot = intensity._rotating_inputs(64 << 20, threads=1)  # 8 slices of the 8 MiB minimum
+    params = {"K": 4, "S": 8, "block": 512, "reps": 2, "threads": 1, "target_s": 0.001}
+    expected = intensity._ert_rotating_reference(a, rot, **params)
+    rot.advance()  # a kernel that works on the next slice, not the one it was asked for
+    got = intensity._ert_rotating(a, rot, **params)
+    assert rot.n < a.size and got.shape == expected.shape
+    with pytest.raises(VerificationError):
+        check(got, expected, dtype=np.float64, what="skipping kernel")
+
+
+def test_the_sweep_keeps_the_fastest_configuration_of_each_point():
+    from rooflab.suite_ceilings import best_sweep_points
+
+    pts = [
+        {"threads": 1, "intensity": 0.5, "gflops": {"median": 3.0}, "label": "S=1"},
+        {"threads": 1, "intensity": 0.5, "gflops": {"median": 2.0}, "label": "S=8"},
+        {"threads": 1, "intensity": 8, "gflops": {"median": 9.0}, "label": "S=1", "status": "failed"},
+        {"threads": 1, "intensity": 8, "gflops": {"median": 7.0}, "label": "S=8"},
+        {"threads": 2, "intensity": 0.5, "gflops": {"median": 5.0}, "label": "S=8"},
+    ]
+    kept = {(p["threads"], p["intensity"]): p["label"] for p in best_sweep_points(pts)}
+    assert kept == {(1, 0.5): "S=1", (1, 8): "S=8", (2, 0.5): "S=8"}

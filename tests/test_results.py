@@ -52,6 +52,7 @@ def test_refuses_foreign_files(tmp_path):
         load(tmp_path / "missing.json")
 
 
+@pytest.mark.slow  # three commands over two result files, plots included (~6 s)
 def test_previous_schema_version_is_read_by_plot_compare_report(tmp_path):
     """Result files of schema 1 (rooflab 0.1, committed under results/) still load, plot and compare."""
     from pathlib import Path

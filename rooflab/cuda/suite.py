@@ -14,16 +14,15 @@ the next measurement; a kernel whose check fails gets an error in the result, ne
 
 from __future__ import annotations
 
+from dataclasses import replace
 from statistics import median
 
 import numpy as np
 
-from ..errors import RooflabError, VerificationError
+from ..errors import RooflabError
+from ..families.launch import cuda as launch_family
 from ..registry import get_variant
-from ..timing import invert_stats
-from ..verify import check
 from . import backend, compiler, loader
-from . import timing as gtime
 
 _DRIVER = None
 
@@ -56,36 +55,6 @@ def _measure(v, inputs, *, params=None, reps=None, target_s=0.01, budget_s=0.3, 
         max_attempts=1,
     )
     return rec.as_dict()
-
-
-def _peer(label, fn, flops=0.0, nbytes=0.0, budget_s=0.3, target_s=0.0) -> dict:
-    """Time a library call the way our kernels are timed: with ``target_s``, each sample enqueues
-    the call enough times to last that long (so neither side carries host overhead the other
-    hides), and the figure is per call."""
-    calls = gtime.repeats_for(fn, target_s) if target_s else 1
-
-    def sample():
-        for _ in range(calls):
-            fn()
-
-    s = gtime.time_gpu(sample, budget_s=budget_s)
-    s.seconds = [x / calls for x in s.seconds]
-    t = s.stats()
-    return {
-        "variant": f"peer.{label}",
-        "family": "peer",
-        "device": "cuda",
-        "label": label,
-        "threads": 0,
-        "status": "ok",
-        "verified": True,
-        "time_s": t,
-        "samples_s": s.seconds,
-        "calls_per_sample": calls,
-        "gflops": invert_stats(t, flops / 1e9) if flops else None,
-        "gbps": invert_stats(t, nbytes / 1e9) if nbytes else None,
-        "noisy": t["cv"] > 0.1,
-    }
 
 
 def guarded(writer, label: str, fn):
@@ -129,10 +98,14 @@ class Plan:
         # (~5-10 us before the first kernel starts) stays below 1% of it
         self.target = 0.005 if quick else 0.01
         self.host_bytes = min(256 << 20, free_bytes // 4)
-        self.cublas_n = 4096 if quick else 8192
+        # the cuBLAS peer: 4096 (8192 full) fills an H100-class part; a small device gets 64 x SMs
+        # (still >= (SMs/2)^2 128x128 tiles, enough to fill it), so its float64 check stays short
+        self.cublas_n = min(4096 if quick else 8192, 64 * max(1, int(dev.get("sm_count") or 132)))
         self.intensity_elems = min(max(8 * self.l2, 1 << 30), int(free_bytes * 0.4)) // 8
 
 
+# the launch family's paths that are latency ceilings, under the names earlier results used
+LAUNCH_PATHS = {"enqueue": "enqueue", "roundtrip": "roundtrip", "graph-node": "graph"}
 COMPUTE = ("cuda.fma.f32", "cuda.fma.f64", "cuda.mma.f16", "cuda.mma.bf16")
 HOPPER = ("cuda.wgmma.f16", "cuda.wgmma.bf16")
 TENSOR_DTYPES = {
@@ -147,56 +120,24 @@ def steps(writer, plan: Plan) -> list[tuple[str, object]]:
     """The GPU ceilings suite as data: (label, measurement) in the order they run. The progress
     count is the length of this list; each measurement is guarded on its own (a failure is
     recorded under its label and the next one runs)."""
-    import cupy as cp
 
     dev = writer.data["machine"]["gpu"]
     add = writer.add_record
     budget = plan.budget
     out: list[tuple[str, object]] = []
 
-    # launch latency: an empty kernel, checked to run (once), then three ways of launching it
-    state: dict = {}
-
-    def launch(mode):
-        if "verification" not in state:
-            v = get_variant("cuda.launch.empty")
-            (flag,) = v.inputs()
-            v.kernel(flag)
-            cp.cuda.get_current_stream().synchronize()
-            state["verification"] = check(flag, np.int32(0), dtype=np.int32, what="empty kernel ran")
-            state["fn"] = loader.kernel("launch.cu", "empty_kernel")
-        f, null = state["fn"], np.intp(0)
-        if mode == "graph":
-            s = gtime.time_graph(lambda: f((1,), (32,), (null,)), 200, budget_s=budget)
-        else:
-            s = gtime.time_host_launches(
-                lambda: f((1,), (32,), (null,)),
-                1000 if mode == "enqueue" else 200,
-                sync_each=mode == "roundtrip",
-                budget_s=budget,
-            )
-        t = s.stats()
+    # launch latency: the launch family's paths (each verified by counting the launches that ran)
+    def launch(case):
         add(
-            {
-                "variant": "cuda.launch.empty",
-                "family": "launch",
-                "device": "cuda",
-                "label": f"launch {mode}",
-                "threads": 0,
-                "kernel": mode,
-                "status": "ok",
-                "verified": True,
-                "verification": state["verification"],
-                "time_s": t,
-                "samples_s": s.seconds,
-                "ns_per_launch": {k: t[k] * 1e9 for k in ("median", "p20", "p80", "min", "max")}
-                | {"cv": t["cv"], "n": t["n"]},
-                "noisy": t["cv"] > 0.2,
-            }
+            _driver().run_case(
+                replace(case, timing={**case.timing, "budget_s": budget, "cv_limit": 0.2, "max_attempts": 1})
+            ).as_dict()
         )
 
-    for mode in ("enqueue", "roundtrip", "graph"):
-        out.append((f"launch latency ({mode})", lambda mode=mode: launch(mode)))
+    for case in launch_family.cases(plan.quick):
+        if case.meta["path"] in LAUNCH_PATHS:
+            case = replace(case, meta={**case.meta, "kernel": LAUNCH_PATHS[case.meta["path"]]})
+            out.append((f"launch latency ({case.meta['kernel']})", lambda c=case: launch(c)))
 
     # device memory, with the library's copy beside ours
     def hbm(kernel, ws):
@@ -322,25 +263,18 @@ def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None
 
 
 def _cublas_peer(n, budget, target_s):
-    """cuBLAS FP16 GEMM through cupy.matmul, the tensor-core peer; checked first on a small random
-    problem against float32 on the host."""
-    import cupy as cp
-
-    rng = cp.random.default_rng(0)
-    sa = rng.standard_normal((256, 256), dtype=cp.float32).astype(cp.float16)
-    sb = rng.standard_normal((256, 256), dtype=cp.float32).astype(cp.float16)
-    ref = sa.get().astype(np.float32) @ sb.get().astype(np.float32)
-    got = cp.matmul(sa, sb).get().astype(np.float32)
-    if np.abs(got - ref).max() > 1e-2 * np.abs(ref).max():
-        raise VerificationError("cupy.matmul fp16 disagrees with float32 by more than 1% of max |ref|")
-    a = rng.standard_normal((n, n), dtype=cp.float32).astype(cp.float16)
-    b = rng.standard_normal((n, n), dtype=cp.float32).astype(cp.float16)
-    c = cp.empty((n, n), dtype=cp.float16)
-    peer = _peer(
-        f"cuBLAS fp16 matmul {n}", lambda: cp.matmul(a, b, out=c), flops=2.0 * n**3, budget_s=budget, target_s=target_s
+    """cuBLAS FP16 GEMM (the gemm family's variant 0, cupy.matmul), the tensor-core peer: verified
+    on the device against the float64 product at the size it is timed at, like every variant."""
+    v = get_variant("cuda.gemm.00-cublas")
+    shape = {"M": n, "N": n, "K": n}
+    return _measure(
+        v,
+        v.inputs(shape, "float16"),
+        target_s=target_s,
+        budget_s=budget,
+        label=f"cuBLAS fp16 matmul {n}",
+        meta={"kernel": "cublas", "peer": True},
     )
-    peer.update(kernel="cublas", dtype="float16")
-    return peer
 
 
 def _host_device(add, nbytes, budget, target_s):

@@ -1,16 +1,113 @@
-"""Family `intensity`: the GPU intensity sweep (FP64, nfma dependent FMAs per element over a
->= 8x-L2 array: 1/8 to 256 FLOP/byte). The CPU sweep runs the `fma` family's ERT kernel on one slice
-of a DRAM-sized array per call (rooflab/suites/ceilings_cpu.py).
+"""Family `intensity`: the intensity sweep, 1/8 to 256 FLOP/byte, that traces the roof between the
+DRAM slope and the FMA peak.
+
+  cpu.intensity.ert-rotating   the `fma` family's ERT kernel (K FMAs x ``reps`` passes per L1 block)
+                               on the next slice of a DRAM-sized array on every call: each call
+                               streams data untouched for >= 4x LLC bytes, i.e. from DRAM
+  cuda.intensity.f64           nfma dependent FP64 FMAs per element over a >= 8x-L2 array
+
+Napkin (CPU): intensity = K x passes / 8 FLOP/B in FP64. A 512 MiB array at ~20 GB/s is 50 ms per
+pass, and a 256 FLOP/B point over all of it would take seconds, hence one slice per call, sized on
+the first call for ~``target_s`` (at least 8 MiB, so the parallel region's fork/join stays noise).
+The suite (rooflab/suite_ceilings.py) declares one Case per (intensity, thread count).
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
 from ..cuda import knobs as kn
 from ..cuda import loader
+from ..kernels.cpu import ert, stream
+from ..memory import aligned_empty
 from ..registry import Variant, register
+from ..threads import resolve_threads
 from ..work import Work
+from .fma import _ert, _ert_reference
+
+# ---- CPU: the ERT kernel over one slice of a DRAM-sized array per call ---------------------------
+
+
+class Rotation:
+    """Which slice of the array the next call processes, and how long slices are per point."""
+
+    MIN_SLICE_BYTES = 8 << 20
+
+    def __init__(self, a):
+        self.a, self.offset, self.n, self.sizes = a, 0, a.size, {}
+
+    def prepare(self, K, S, block, reps, threads, target_s) -> None:
+        """Size the slice for ~target_s per call at this point, once, from a timed 1/16 of the array."""
+        key = (K, S, block, reps, threads)
+        if key not in self.sizes:
+            unit = block * threads
+            probe = max(unit, (self.a.size // 16) // unit * unit)
+            chunk = self.a[:probe]
+            _ert(chunk, K=K, S=S, block=block, reps=reps, threads=threads)  # compile
+            t0 = time.perf_counter()
+            _ert(chunk, K=K, S=S, block=block, reps=reps, threads=threads)
+            dt = time.perf_counter() - t0
+            floor = max(unit, (self.MIN_SLICE_BYTES // self.a.itemsize) // unit * unit)
+            want = max(floor, probe * target_s / max(dt, 1e-6))
+            self.sizes[key] = int(min(self.a.size, want) // unit * unit)
+            self.offset = 0
+        self.n = self.sizes[key]
+        if self.offset + self.n > self.a.size:
+            self.offset = 0
+
+    def current(self):
+        return self.a[self.offset : self.offset + self.n]
+
+    def advance(self) -> None:
+        self.offset += self.n
+
+
+def _rotating_inputs(nbytes, dtype=None, seed=0, threads=None):
+    """(a, rotation): a DRAM-sized FP64 array first-touched by every thread with distinct values."""
+    n = int(nbytes) // 8
+    a = aligned_empty(n, np.float64)
+    stream.fill_pattern(a, resolve_threads(threads), seed)
+    return a, Rotation(a)
+
+
+def _point(rot, K, S, block, reps, threads, target_s):
+    threads = resolve_threads(threads)
+    block = int(block or ert.block_elements(32 << 10, 8, S))
+    rot.prepare(int(K), int(S), block, int(reps), threads, float(target_s))
+    return block, threads
+
+
+def _ert_rotating(a, rot, reps=1, threads=None, K=ert.DEFAULT_K, S=8, block=None, target_s=0.05):
+    block, threads = _point(rot, K, S, block, reps, threads, target_s)
+    out = _ert(rot.current(), K=K, S=S, block=block, reps=reps, threads=threads)
+    rot.advance()
+    return out
+
+
+def _ert_rotating_reference(a, rot, reps=1, threads=None, K=ert.DEFAULT_K, S=8, block=None, target_s=0.05, **_):
+    _point(rot, K, S, block, reps, threads, target_s)  # the slice the kernel will process next
+    return _ert_reference(rot.current(), K=K, reps=reps)
+
+
+register(
+    Variant(
+        name="cpu.intensity.ert-rotating",
+        family="intensity",
+        device="cpu",
+        description="ERT kernel (K FMAs x passes per L1 block) on the next slice of a DRAM-sized array per call",
+        kernel=_ert_rotating,
+        reference=_ert_rotating_reference,
+        work=lambda a, rot, K=ert.DEFAULT_K, reps=1, **_: Work(
+            flops=2.0 * K * reps * rot.n, bytes_read=rot.n * 8, bytes_written=rot.n * 8
+        ),
+        inputs=_rotating_inputs,
+        defaults={"K": ert.DEFAULT_K, "S": 8, "target_s": 0.05},
+        result_dtype=lambda *a, **k: np.dtype(np.float64),
+        dtypes=("float64",),
+    )
+)
 
 # ---- intensity sweep ---------------------------------------------------------------------------
 
