@@ -12,12 +12,12 @@ def _build_fma(dtype, threads):
     from rooflab.kernels.cpu import ert
 
     import rooflab
-    from rooflab import machine
+    from rooflab.cpu import machine as cpu_machine
     from rooflab.cpu.backend import cpu_backend
     from rooflab.driver import Driver, Settings
 
     K, S = bench_params("fma_config", (64, 8))
-    caches = machine.read_caches()
+    caches = cpu_machine.read_caches()
     l1 = caches[0]["size_bytes"] if caches else 32 << 10
     block = ert.block_elements(l1, np.dtype(dtype).itemsize, S)
     v = rooflab.get_variant("cpu.ert.fma")

@@ -208,7 +208,7 @@ def set_theoretical(cpu: dict, best_clock: dict) -> None:
     """Theoretical peaks per thread count at that count's best clock of the whole run (the probes
     before and after every measurement: a neighbour makes a probe read low, never high, so the
     best one is the clock the cores really ran at)."""
-    from .machine import peaks_at_clocks
+    from .cpu.machine import peaks_at_clocks
 
     if not best_clock:
         return
@@ -220,7 +220,7 @@ def set_theoretical(cpu: dict, best_clock: dict) -> None:
 def peak_notes(ceilings: list[dict], cpu: dict) -> list[str]:
     """A compute ceiling above 105 % of its theoretical peak: say which clock its own FMA rate
     implies, so a contended probe and a counting bug can be told apart."""
-    from .machine import implied_clock_ghz
+    from .cpu.machine import implied_clock_ghz
 
     notes = []
     for c in ceilings:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 
+from .cpu.machine import physical_cores, usable_cpus
 from .errors import RooflabError
-from .machine import physical_cores, usable_cpus
 
 
 def max_threads() -> int:

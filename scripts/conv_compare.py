@@ -75,7 +75,7 @@ def fma_peak(runs=7):
     neighbour taking the core away does not count), best of the suite's (K, S) settings."""
     from rooflab.kernels.cpu import ert
 
-    from rooflab.machine import read_caches
+    from rooflab.cpu.machine import read_caches
     from rooflab.suite_ceilings import PEAK_CONFIGS
 
     l1 = next((c["size_bytes"] for c in read_caches() if c.get("level") == 1 and c.get("type") != "Instruction"), 32768)

@@ -35,6 +35,7 @@ import numpy as np
 
 import rooflab
 from rooflab import machine
+from rooflab.cpu import machine as cpu_machine
 from rooflab.cpu.backend import cpu_backend
 from rooflab.driver import Driver, Settings
 from rooflab.families import chase as CH
@@ -306,7 +307,9 @@ def main(argv=None) -> int:
         print(text, flush=True)
         lines.append(text)
 
-    say(f"rooflab elementwise/chase report on {desc['cpu']['model']} ({len(machine.usable_cpus())} CPUs), {utc_now()}")
+    say(
+        f"rooflab elementwise/chase report on {desc['cpu']['model']} ({len(cpu_machine.usable_cpus())} CPUs), {utc_now()}"
+    )
     say(f"command: {' '.join([Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:]))}")
     say(f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')} threads={threads} rounds={args.rounds}")
     load0, t0 = loadavg(), time.time()

@@ -50,10 +50,10 @@ def cpu_seconds() -> float:
 
 
 def llc_bytes() -> int:
-    from rooflab import machine
+    from rooflab.cpu import machine as cpu_machine
 
-    c = machine.llc(machine.read_caches())
-    return int(c["size_bytes"]) if c else 32 << 20
+    caches = cpu_machine.read_caches()
+    return int(caches[-1]["size_bytes"]) if caches else 32 << 20
 
 
 def measure(variants, shape, dtype, threads, runs, sample_s, cold=False, roof=False):

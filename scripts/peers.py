@@ -30,6 +30,7 @@ from rooflab.kernels.cpu import ert, stream
 
 import rooflab
 from rooflab import machine
+from rooflab.cpu import machine as cpu_machine
 from rooflab.cpu.backend import cpu_backend
 from rooflab.driver import Driver, Settings
 from rooflab.memory import aligned_empty
@@ -188,7 +189,7 @@ def main() -> int:
         )
     theo = {
         (q["dtype"], q["threads"]): q["gflops"]
-        for q in machine.peaks_for(cpu, Driver(cpu_backend()).probe_clock(1)[0])["peaks"]
+        for q in cpu_machine.peaks_for(cpu, Driver(cpu_backend()).probe_clock(1)[0])["peaks"]
     }
     out = Path(args.out) / desc["id"] / f"peers-{utc_now().replace(':', '').replace('-', '')}.json"
     atomic_write_json(

@@ -10,9 +10,9 @@ def rng():
 
 
 def pytest_report_header(config):
-    from rooflab import machine
+    from rooflab.cpu import machine as cpu_machine
 
-    cpu = machine.describe_cpu()
+    cpu = cpu_machine.describe_cpu()
     return f"rooflab on {cpu['model']} ({cpu['physical_cores']} cores, simd: {' '.join(cpu['simd'][:6])}...)"
 
 

@@ -105,7 +105,7 @@ def test_each_hop_is_one_dependent_load():
 
 
 def test_cases_span_8k_to_4x_llc():
-    from rooflab.machine import read_caches
+    from rooflab.cpu.machine import read_caches
 
     caches = read_caches()
     llc = caches[-1]["size_bytes"] if caches else 32 << 20

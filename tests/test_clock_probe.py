@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from rooflab.kernels.cpu import clock
 
-from rooflab import machine
 from rooflab.cpu import clock as clock_probe
+from rooflab.cpu import machine as cpu_machine
 from rooflab.errors import VerificationError
 from rooflab.threads import max_threads
 
@@ -77,9 +77,9 @@ def test_a_chain_that_skipped_work_is_refused(monkeypatch):
 @needs_probe
 def test_per_thread_clocks_feed_the_per_count_peaks(monkeypatch):
     monkeypatch.setattr(clock, "add_chain_probes", _fake_kernel({}))
-    cpu = {"physical_cores": 2, "fma_units": machine.fma_units("AuthenticAMD", 0x19, 0x11, {"avx2", "fma"})}
+    cpu = {"physical_cores": 2, "fma_units": cpu_machine.fma_units("AuthenticAMD", 0x19, 0x11, {"avx2", "fma"})}
     one = clock_probe.probe_clock(1)
-    theo = machine.peaks_at_clocks(cpu, {1: one["per_thread_ghz"], 2: [3.0, 2.5]})
+    theo = cpu_machine.peaks_at_clocks(cpu, {1: one["per_thread_ghz"], 2: [3.0, 2.5]})
     by = {(p["dtype"], p["threads"]): p["gflops"] for p in theo["peaks"]}
     assert by[("float64", 1)] == pytest.approx(3.0 * 16, rel=1e-3)
     assert by[("float64", 2)] == pytest.approx((3.0 + 2.5) * 16)

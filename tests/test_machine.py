@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 
 from rooflab import machine
+from rooflab.cpu import machine as cpu_machine
 
 RESULTS = Path(__file__).resolve().parent.parent / "results" / "intel-xeon-2c"
 
@@ -31,18 +32,18 @@ def _fake_sysfs(root: Path):
 
 def test_caches_come_from_sysfs(tmp_path):
     _fake_sysfs(tmp_path)
-    caches = machine.read_caches(tmp_path, cpus=[0, 1])
+    caches = cpu_machine.read_caches(tmp_path, cpus=[0, 1])
     assert [c["name"] for c in caches] == ["L1", "L2", "L3"]
     assert caches[0]["size_bytes"] == 32 << 10 and caches[0]["private"] and caches[0]["instances"] == 2
     assert caches[2]["size_bytes"] == 32 << 20 and not caches[2]["private"] and caches[2]["instances"] == 1
-    assert machine.physical_cores(tmp_path, cpus=[0, 1]) == 2
+    assert cpu_machine.physical_cores(tmp_path, cpus=[0, 1]) == 2
 
 
 def test_parsers():
-    assert machine.parse_cpu_list("0-2,5,7-8") == [0, 1, 2, 5, 7, 8]
-    assert machine.parse_size_kib("48K") == 48 << 10 and machine.parse_size_kib("480M") == 480 << 20
+    assert cpu_machine.parse_cpu_list("0-2,5,7-8") == [0, 1, 2, 5, 7, 8]
+    assert cpu_machine.parse_size_kib("48K") == 48 << 10 and cpu_machine.parse_size_kib("480M") == 480 << 20
     with pytest.raises(ValueError):
-        machine.parse_size_kib("lots")
+        cpu_machine.parse_size_kib("lots")
 
 
 AVX2 = {"sse2", "avx", "avx2", "fma"}
@@ -88,11 +89,11 @@ PUBLISHED_FP64_PER_CYCLE = [
     ids=lambda p: p if isinstance(p, str) and len(p) > 12 else "",
 )
 def test_fma_table_matches_published_figures(part, vendor, family, model, flags, brand, fp64, source):
-    units = machine.fma_units(vendor, family, model, set(flags), brand)
-    assert machine.flop_per_cycle(units, 8) == fp64, f"{part}: {units} (published: {fp64}, {source})"
-    assert machine.flop_per_cycle(units, 4) == 2 * fp64
+    units = cpu_machine.fma_units(vendor, family, model, set(flags), brand)
+    assert cpu_machine.flop_per_cycle(units, 8) == fp64, f"{part}: {units} (published: {fp64}, {source})"
+    assert cpu_machine.flop_per_cycle(units, 4) == 2 * fp64
     assert units["source"] and units["uarch"]
-    p = machine.theoretical_peak(2, 3.0, units, 8)
+    p = cpu_machine.theoretical_peak(2, 3.0, units, 8)
     assert p["gflops"] == pytest.approx(2 * 3.0 * fp64) and p["flop_per_cycle_per_core"] == fp64
 
 
@@ -107,11 +108,11 @@ def test_uncertain_entries_say_assumed_and_why():
         ("ARM", None, None, {"asimd"}, "Neoverse"),
     ]
     for vendor, family, model, flags, brand in cases:
-        u = machine.fma_units(vendor, family, model, flags, brand)
+        u = cpu_machine.fma_units(vendor, family, model, flags, brand)
         assert u["assumed"] and u["assumed_why"], (brand, u)
     for part, vendor, family, model, flags, brand, *_ in PUBLISHED_FP64_PER_CYCLE:
         if part.startswith(("Skylake", "Cascade", "Zen ", "Haswell", "Gracemont", "Crestmont", "Ice Lake-SP")):
-            assert not machine.fma_units(vendor, family, model, set(flags), brand)["assumed"], part
+            assert not cpu_machine.fma_units(vendor, family, model, set(flags), brand)["assumed"], part
 
 
 def test_a_hypervisor_model_number_does_not_halve_a_server_core():
@@ -121,11 +122,11 @@ def test_a_hypervisor_model_number_does_not_halve_a_server_core():
 
     rec = json.loads((RESULTS / "rooflab-ceilings-cpu-20261202T190544Z.json").read_text())
     cpu = rec["machine"]["cpu"]
-    units = machine.fma_units(cpu["vendor"], cpu["family"], cpu["model_number"], set(cpu["simd"]), cpu["model"])
+    units = cpu_machine.fma_units(cpu["vendor"], cpu["family"], cpu["model_number"], set(cpu["simd"]), cpu["model"])
     assert units["uarch"] == "goldencove-server" and units["assumed"]
     peak1 = next(c for c in rec["ceilings"] if c["name"] == "FP64 FMA peak, 1 thread")
     implied = peak1["value"] / cpu["measured_ghz"]
-    assert implied > 16 * 1.5 and machine.flop_per_cycle(units, 8) >= implied
+    assert implied > 16 * 1.5 and cpu_machine.flop_per_cycle(units, 8) >= implied
 
 
 @pytest.mark.parametrize("path", sorted(RESULTS.glob("rooflab-ceilings-cpu-*.json")), ids=lambda p: p.name)
@@ -134,10 +135,10 @@ def test_committed_ceilings_stay_under_105pct_of_the_table_at_each_count_s_own_c
 
     rec = json.loads(path.read_text())
     cpu = dict(rec["machine"]["cpu"])
-    cpu["fma_units"] = machine.fma_units(
+    cpu["fma_units"] = cpu_machine.fma_units(
         cpu["vendor"], cpu["family"], cpu["model_number"], set(cpu["simd"]), cpu["model"]
     )
-    theo = machine.peaks_at_clocks(cpu, cpu["measured_ghz_all_threads"])
+    theo = cpu_machine.peaks_at_clocks(cpu, cpu["measured_ghz_all_threads"])
     by = {(p["dtype"], p["threads"]): p["gflops"] for p in theo["peaks"]}
     for c in rec["ceilings"]:
         if c["kind"] == "compute" and not c.get("noisy"):
@@ -145,17 +146,17 @@ def test_committed_ceilings_stay_under_105pct_of_the_table_at_each_count_s_own_c
 
 
 def test_theoretical_formula_and_unknown_units():
-    zen3 = machine.fma_units(AMD, 0x19, 1, {"avx2", "fma"})
+    zen3 = cpu_machine.fma_units(AMD, 0x19, 1, {"avx2", "fma"})
     assert zen3["pipes"] == 2 and zen3["width_bits"] == 256 and zen3["uarch"] == "zen3"
-    p = machine.theoretical_peak(2, 2.9, zen3, 8)
+    p = cpu_machine.theoretical_peak(2, 2.9, zen3, 8)
     assert p["flop_per_cycle_per_core"] == 16 and p["gflops"] == pytest.approx(92.8)
     assert "2 cores x 2.900 GHz x 2 FMA pipes x 4 lanes x 2" in p["formula"]
-    assert machine.theoretical_peak(1, 3.0, {"pipes": None, "width_bits": None}, 8) is None
+    assert cpu_machine.theoretical_peak(1, 3.0, {"pipes": None, "width_bits": None}, 8) is None
 
 
 def test_each_thread_count_gets_its_peak_at_its_own_clock():
-    cpu = {"physical_cores": 4, "fma_units": machine.fma_units(AMD, 0x19, 0x11, AVX2)}
-    t = machine.peaks_at_clocks(cpu, {"1": 3.7, 2: [3.5, 3.3], 4: 3.0, 8: 3.0})
+    cpu = {"physical_cores": 4, "fma_units": cpu_machine.fma_units(AMD, 0x19, 0x11, AVX2)}
+    t = cpu_machine.peaks_at_clocks(cpu, {"1": 3.7, 2: [3.5, 3.3], 4: 3.0, 8: 3.0})
     by = {(p["dtype"], p["threads"]): p for p in t["peaks"]}
     assert by[("float64", 1)]["gflops"] == pytest.approx(3.7 * 16)
     assert by[("float64", 2)]["gflops"] == pytest.approx((3.5 + 3.3) * 16)  # each core at its own clock
@@ -164,10 +165,10 @@ def test_each_thread_count_gets_its_peak_at_its_own_clock():
     assert by[("float64", 8)]["gflops"] == pytest.approx(4 * 3.0 * 16)  # SMT siblings add no FMA pipes
     assert t["clock_ghz"] == 3.7 and t["clock_ghz_by_threads"]["2"] == pytest.approx(3.4)
     # the one-clock form callers already use still works, now for any thread counts
-    old = machine.peaks_for(cpu, 3.0)
+    old = cpu_machine.peaks_for(cpu, 3.0)
     assert {p["threads"] for p in old["peaks"]} == {1, 4} and old["clock_source"] == "measured running clock"
-    assert {p["threads"] for p in machine.peaks_for(cpu, 3.0, [1, 2, 4])["peaks"]} == {1, 2, 4}
-    assert machine.implied_clock_ghz(96.0, cpu, 2, "float64") == pytest.approx(3.0)
+    assert {p["threads"] for p in cpu_machine.peaks_for(cpu, 3.0, [1, 2, 4])["peaks"]} == {1, 2, 4}
+    assert cpu_machine.implied_clock_ghz(96.0, cpu, 2, "float64") == pytest.approx(3.0)
 
 
 def test_describe_has_what_a_result_needs():

@@ -15,7 +15,7 @@ compiler that folded the chain or a thread that skipped its work raises Verifica
 
     from rooflab.cpu.clock import probe_clock
     p = probe_clock(2)                 # {"per_thread_ghz": [3.62, 3.58], "ghz": 3.58, ...}
-    machine.peaks_at_clocks(cpu, {1: probe_clock(1)["per_thread_ghz"], 2: p["per_thread_ghz"]})
+    peaks_at_clocks(cpu, {1: probe_clock(1)["per_thread_ghz"], 2: p["per_thread_ghz"]})
 
 Run it: ``python -m rooflab.cpu.clock 2``.
 """

@@ -129,9 +129,9 @@ def steps(writer, plan: Plan) -> list[tuple[str, object]]:
     # launch latency: the launch family's paths (each verified by counting the launches that ran)
     def launch(case):
         add(
-            _driver().run_case(
-                replace(case, timing={**case.timing, "budget_s": budget, "cv_limit": 0.2, "max_attempts": 1})
-            ).as_dict()
+            _driver()
+            .run_case(replace(case, timing={**case.timing, "budget_s": budget, "cv_limit": 0.2, "max_attempts": 1}))
+            .as_dict()
         )
 
     for case in launch_family.cases(plan.quick):

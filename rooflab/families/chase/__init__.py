@@ -178,7 +178,7 @@ def hops_for(nbytes: int) -> int:
 def cases(quick: bool, threads: list[int] | None = None, device: str = "cpu") -> list[Case]:
     """The `chase` suite: working sets from 8 KiB to 4x the LLC, 1 thread (latency is per core);
     huge pages in --quick, both page sizes in a full run (the difference is the page walk)."""
-    from ...machine import read_caches
+    from ...cpu.machine import read_caches
 
     caches = read_caches()
     llc = caches[-1]["size_bytes"] if caches else 32 << 20

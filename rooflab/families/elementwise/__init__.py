@@ -346,7 +346,7 @@ def work(kind: str, main, reps: int = 1, layout: str = "NCHW", launches: int = 1
 
 
 def _llc_bytes() -> int:
-    from ...machine import read_caches
+    from ...cpu.machine import read_caches
 
     caches = read_caches()
     return caches[-1]["size_bytes"] if caches else 32 << 20
