@@ -18,15 +18,19 @@ def test_describe_has_the_facts_peaks_need():
 
 
 def test_fma_probes_a_plausible_sm_clock():
-    from rooflab.cuda import knobs as cv
+    """The SM clock read on the chip (clock64 / globaltimer) during the FP32 FMA kernel: never above
+    the device's maximum, not below half of it under load, and consistent with the kernel's own rate
+    (a clock read too low would put the measured FMA rate above the peak at that clock)."""
+    from rooflab.driver import Driver
 
     v = rooflab.get_variant("cuda.fma.f32")
-    out, clk = v.inputs()
-    v.kernel(out, clk, reps=2000)
-    c = cv.measured_clock(clk)
-    top = backend.describe(0)["clock_ghz"]
-    assert c is not None and c["blocks"] == clk.size // 2
-    assert 0.2 * top < c["ghz"] < 1.1 * top, (c, top)
+    rec = Driver(backend.driver_backend()).measure(v, v.inputs(), threads=0, budget_s=0.2, max_attempts=1)
+    assert rec.status == "ok" and rec.verified, rec.error
+    dev = backend.describe(0)
+    clock, top = rec.meta["sm_clock"]["ghz"], dev["clock_ghz"]
+    assert 0.5 * top < clock <= 1.02 * top, (clock, top)
+    peak = {p["dtype"]: p for p in backend.theoretical(dev, clock, "test")["peaks"]}["float32"]["gflops"]
+    assert rec.gflops["median"] <= 1.05 * peak, (rec.gflops, peak, clock)
 
 
 def test_a_bad_launch_is_named_and_the_next_one_works():
@@ -60,9 +64,10 @@ def test_run_cuda_quick(tmp_path):
     from rooflab import cli
     from rooflab.results import load
 
-    assert cli.main(["run", "--device", "cuda", "--quick", "--out", str(tmp_path)]) in (0, 1)
+    assert cli.main(["run", "--device", "cuda", "--quick", "--out", str(tmp_path)]) == 0
     (f,) = tmp_path.glob("*/rooflab-ceilings-cuda-*.json")
     d = load(f)
+    assert d["status"] == "complete" and d["errors"] == [], d["errors"]
     kinds = {c["kind"] for c in d["ceilings"]}
     assert {"bandwidth", "compute", "latency"} <= kinds
     assert d["cuda_builds"] and all(b["resources"] for b in d["cuda_builds"])

@@ -9,6 +9,7 @@ import rooflab
 from rooflab.cpu.backend import cpu_backend
 from rooflab.driver import Driver, Settings
 from rooflab.threads import max_threads
+from rooflab.verify import check
 
 THREADS = sorted({1, max_threads()})
 DRIVER = Driver(cpu_backend(), Settings(budget_s=0.0, min_samples=1, probe_clock=False, max_attempts=1))
@@ -86,6 +87,14 @@ def test_latency_variants_verify():
         DRIVER.verify(v, inputs, v.params(), THREADS[-1] if name.endswith("join") else 1)
 
 
+def test_empty_call_check_counts_the_calls():
+    """The dispatch-latency check can fail: a kernel that makes fewer calls than asked is caught."""
+    v = rooflab.get_variant("cpu.latency.empty")
+    assert v.kernel(reps=7) == v.reference(reps=7) == 7
+    with pytest.raises(rooflab.VerificationError):
+        check(v.kernel(reps=6), v.reference(reps=7), dtype=np.int64, what="skipped a call")
+
+
 @pytest.mark.skipif(not clock.SUPPORTED, reason="the clock probe is x86-64 inline assembly")
 def test_clock_probe_counts_and_is_plausible():
     r = Driver(cpu_backend(), Settings())
@@ -107,15 +116,27 @@ def _fresh(pyfunc):
     return njit(parallel=True, fastmath=pyfunc.targetoptions.get("fastmath", False))(pyfunc.py_func)
 
 
+def _timed_ert_configs():
+    """The (K, S) configurations the ceilings suite times: the FMA peak's and the intensity sweep's."""
+    from rooflab.suite_ceilings import INTENSITIES_FP64, PEAK_CONFIGS, intensity_configs
+
+    sweep = {(K, S) for K, _ in INTENSITIES_FP64 for S, _ in intensity_configs(32 << 10, 1 << 20)}
+    configs = sorted(set(PEAK_CONFIGS) | {c for c in sweep if c[0] == max(k for k, _ in sweep)})
+    # one in the fast loop (each compile takes 2-8 s); CI checks all
+    return [pytest.param(*c, marks=() if c == (32, 8) else pytest.mark.slow) for c in configs]
+
+
 @pytest.mark.skipif(not clock.SUPPORTED, reason="x86-64 assembly checks")
-@pytest.mark.parametrize("dtype,suffix", [(np.float64, "pd"), (np.float32, "ps")])
-def test_fma_kernel_uses_vector_fma(dtype, suffix):
-    k = ert.ert_kernel(8, 4)
-    a = np.ones(4 * 64, dtype=dtype)
+@pytest.mark.parametrize("dtype,suffix", [(np.float64, "pd"), pytest.param(np.float32, "ps", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("K,S", _timed_ert_configs())
+def test_fma_kernel_uses_vector_fma(dtype, suffix, K, S):
+    """Every configuration that is timed compiles its K x S chains to packed (ymm/zmm) FMAs."""
+    k = ert.ert_kernel(K, S)
+    a = np.ones(S * 64, dtype=dtype)
     k(a, a.size, 1, dtype(0.5), dtype(0.5), 1)
     asm = _asm(k, dtype)
     vec = [ln for ln in asm.splitlines() if "vfmadd" in ln and suffix in ln and ("%ymm" in ln or "%zmm" in ln)]
-    assert len(vec) >= 8 * 4, "the K x S chains must compile to packed (ymm/zmm) FMAs"
+    assert len(vec) >= K * S, f"K={K} S={S}: {len(vec)} packed FMAs"
 
 
 @pytest.mark.skipif(not clock.SUPPORTED, reason="x86-64 assembly checks")

@@ -24,14 +24,22 @@ def _fork_join(out, reps=1, threads=None):
     return out
 
 
+def _empty_calls(reps=1, threads=None):
+    """``reps`` dependent calls of the empty @njit function; returns how many ran."""
+    n = 0
+    for _ in range(int(reps)):
+        n = latency.empty(n)
+    return np.int64(n)
+
+
 register(
     Variant(
         name="cpu.latency.empty",
         family="latency",
         device="cpu",
-        description="an @njit call with no arguments and no work",
-        kernel=lambda reps=1, threads=None: [latency.empty() for _ in range(int(reps))][-1],
-        reference=lambda **_: np.int64(0),
+        description="an @njit call with one integer argument and no work",
+        kernel=_empty_calls,
+        reference=lambda reps=1, **_: np.int64(reps),  # every call made, none skipped
         work=lambda reps=1, **_: Work(launches=int(reps)),
         inputs=lambda n=0, dtype=None, seed=0, **_: (),
         result_dtype=lambda **_: np.dtype(np.int64),
