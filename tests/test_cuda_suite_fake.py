@@ -96,7 +96,9 @@ def test_the_whole_suite_runs_and_records_every_ceiling(env, monkeypatch, capsys
 
 
 def test_launch_errors_and_wrong_results_are_recorded_and_the_run_goes_on(env, monkeypatch, capsys):
-    fake_gpu.FakeGPU(monkeypatch, failing={"stream_triad", "mma_bf16"}, wrong={"smem_read"}).install()
+    # wrong: one value 1 % off, in kernels whose emulation is the reference's own closed form too
+    wrong = {"smem_read", "fma_peak*", "intensity_f64"}
+    fake_gpu.FakeGPU(monkeypatch, failing={"stream_triad", "mma_bf16"}, wrong=wrong).install()
     out = env / "results"
     assert cli.main(["run", "--device", "cuda", "--quick", "--budget", "0.002", "--no-plot", "--out", str(out)]) == 1
     f, d = _result(out)
@@ -104,12 +106,21 @@ def test_launch_errors_and_wrong_results_are_recorded_and_the_run_goes_on(env, m
     printed = capsys.readouterr().out
     assert "launch failed: cudaErrorIllegalAddress" in " ".join(printed.split())
     errors = {e.get("variant") or e["label"]: e["error"] for e in d["errors"]}
-    assert set(errors) == {"cuda.stream.triad", "cuda.mma.bf16", "cuda.smem.read"}
+    assert set(errors) == {
+        "cuda.stream.triad",
+        "cuda.mma.bf16",
+        "cuda.smem.read",
+        "cuda.fma.f32",
+        "cuda.fma.f64",
+        "cuda.intensity.f64",
+    }
+    assert not [p for p in d["sweeps"]["intensity"] if p.get("gflops")]  # no figure from a wrong kernel
     assert "launch failed: cudaErrorIllegalAddress" in errors["cuda.stream.triad"]
     assert "launch failed: cudaErrorIllegalAddress" in errors["cuda.mma.bf16"]
     assert "outside" in errors["cuda.smem.read"] and "got" in errors["cuda.smem.read"]  # wrong: no figure
     names = {c["name"] for c in d["ceilings"]}
     assert "HBM triad bandwidth" not in names and "bfloat16 tensor-core peak (mma.sync)" not in names
+    assert "float32 FMA peak" not in names and "float64 FMA peak" not in names
     assert not any(n.startswith("shared") for n in names)
     assert "HBM copy bandwidth" in names and "float16 tensor-core peak (wgmma)" in names  # later ones ran
 
