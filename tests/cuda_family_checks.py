@@ -157,7 +157,7 @@ def check_elementwise_variants():
 def check_elementwise_unaligned():
     """Views that start 4 bytes into an allocation take the scalar path and are still right."""
     cp = __import__("cupy")
-    for op, kind in (("add", "kernel"), ("gelu", "kernel"), ("softmax", "kernel"), ("bias_gelu_residual", "fused")):
+    for op, kind in (("add", "kernel"), ("gelu", "kernel"), ("softmax", "kernel"), ("bias_gelu_add", "fused")):
         v = rooflab.get_variant(ew.VARIANTS[op, kind])
         size = {"numel": 4097} if ew.ROLES[op][2] == "numel" else {"rows": 6, "cols": 129}
         arrays = v.inputs(size)
@@ -196,10 +196,10 @@ def check_elementwise_rejects_bad_input():
 
 
 def check_fused_equals_unfused():
-    for op in ("bias_gelu_residual", "bn_add_relu"):
+    for op in ("bias_gelu_add", "bn_add_relu"):
         fused = rooflab.get_variant(ew.VARIANTS[op, "fused"])
         unfused = rooflab.get_variant(ew.VARIANTS[op, "unfused"])
-        size = {"rows": 33, "cols": 96} if op == "bias_gelu_residual" else {"N": 2, "C": 5, "H": 4, "W": 8}
+        size = {"rows": 33, "cols": 96} if op == "bias_gelu_add" else {"N": 2, "C": 5, "H": 4, "W": 8}
         arrays = fused.inputs(size)
         a = fused(*arrays).copy()
         b = unfused(*arrays)

@@ -136,7 +136,7 @@ def test_a_block_reduction_that_forgets_warps_is_caught(emu, monkeypatch):
     _patched(monkeypatch, "elementwise.cu", "a = lane < ROW_BLOCK / 32 ? part[lane] : MaxSum{NEG_INF, 0.f};", "")
     from rooflab.verify import check_device
 
-    v = rooflab.get_variant("cuda.elementwise.01-kernel-softmax")
+    v = rooflab.get_variant("cuda.elementwise.softmax.01-kernel")
     arrays = v.inputs({"rows": 3, "cols": 2051})
     expected = v.reference(*arrays)
     with pytest.raises(VerificationError):
@@ -146,7 +146,7 @@ def test_a_block_reduction_that_forgets_warps_is_caught(emu, monkeypatch):
 def test_an_out_of_bounds_write_is_reported(emu, monkeypatch):
     _patched(monkeypatch, "elementwise.cu", "for (I i = done + tid; i < n; i += stride) op.one(i);",
              "for (I i = done + tid; i <= n; i += stride) op.one(i);")  # fmt: skip
-    v = rooflab.get_variant("cuda.elementwise.01-kernel-relu")
+    v = rooflab.get_variant("cuda.elementwise.relu.01-kernel")
     arrays = v.inputs({"numel": 1001})
     with pytest.raises(RooflabError, match="wrote outside an array"):
         v(*arrays)

@@ -76,7 +76,7 @@ def test_host_arrays_are_refused():
     x, w, out = v.inputs()
     with pytest.raises(RooflabError, match="must be a cupy array"):
         v(x.get(), w, out, pad=1)
-    add = rooflab.get_variant("cuda.elementwise.01-kernel-add")
+    add = rooflab.get_variant("cuda.elementwise.add.01-kernel")
     a, b, y = add.inputs({"numel": 64})
     with pytest.raises(RooflabError, match="must be a cupy array"):
         add(a, b.get(), y)

@@ -289,7 +289,7 @@ def test_shifted_sums_keep_the_variance_when_the_mean_is_large(rng):
 
 def test_elementwise_declares_the_bytes_each_version_moves():
     table = ew.BYTES_PER_ELEMENT
-    assert sum(table["bias_gelu_residual/unfused"]) / sum(table["bias_gelu_residual"]) == pytest.approx(28 / 12)
+    assert sum(table["bias_gelu_add/unfused"]) / sum(table["bias_gelu_add"]) == pytest.approx(28 / 12)
     assert sum(table["add"]) == 12 and sum(table["relu"]) == 8
     for v in rooflab.list_variants(family="elementwise", device="cuda"):
         assert v.op in ew.ROLES and v.number in (0, 1, 2)
@@ -298,7 +298,7 @@ def test_elementwise_declares_the_bytes_each_version_moves():
 
 
 def test_elementwise_work_on_host_arrays():
-    v = rooflab.get_variant(ew.VARIANTS["bias_gelu_residual", "unfused"])
+    v = rooflab.get_variant(ew.VARIANTS["bias_gelu_add", "unfused"])
     x = np.zeros((4, 8), np.float32)
     bias = np.zeros(8, np.float32)
     w = v.work(x, bias, x, x, reps=2)

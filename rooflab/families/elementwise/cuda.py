@@ -2,17 +2,18 @@
 single-pass kernel gets to the HBM roof next to cupy's several passes, what fusion saves, and what
 the layout of a channel-wise op changes.
 
-Each op has its own ladder (``op`` names it, so "% of the library" is per op):
-  cuda.elementwise.00-cupy-<op>        the library: the numpy formulas of the 0.1 model-op path
+Each op has its own ladder (``op`` names it, so "% of the library" is per op), named like the CPU's:
+  cuda.elementwise.<op>.00-cupy        the library: the numpy formulas of the 0.1 model-op path
                                        run with cupy (one cupy kernel per call: GELU 9, softmax 5,
                                        layer norm 8)
-  cuda.elementwise.01-kernel-<op>      one rooflab kernel (kernels/cuda/elementwise.cu)
-ops: add, scale, relu, gelu, batchnorm (NCHW), batchnorm-nhwc (NHWC), softmax (rows), layernorm.
+  cuda.elementwise.<op>.01-kernel      one rooflab kernel (kernels/cuda/elementwise.cu)
+ops: add, scale, relu, gelu, batchnorm (NCHW), batchnorm_nhwc (NHWC), softmax (rows), layernorm.
 Fused chains:
-  bias-gelu-residual  y = gelu(x + bias[col]) + res       (transformer MLP)
-  bn-add-relu         y = relu(x * scale[c] + shift[c] + res)  (the end of a ResNet block)
-  00-cupy-<chain> (cupy ops), 01-unfused-<chain> (three rooflab kernels, intermediates in memory),
-  02-fused-<chain> (one kernel).
+  bias_gelu_add  y = gelu(x + bias[col]) + res            (transformer MLP; the CPU's bias_gelu_add)
+  bn_add_relu    y = relu(x * scale[c] + shift[c] + res)  (the end of a ResNet block; the CPU's
+                 bn_relu_add applies the ReLU before the add)
+  <chain>.00-cupy (cupy ops), <chain>.01-kernel-unfused (three rooflab kernels, intermediates in
+  memory), <chain>.02-kernel-fused (one kernel).
 
 Declared work: FLOPs as rooflab/models/ops.py counts them (1 per element for add/relu/gelu/softmax,
 2 for batch norm, 5 for layer norm), and the bytes each version must move (STREAM counting, FP32):
@@ -26,7 +27,7 @@ Napkin math (H200, ~4.8 TB/s): 64 Mi floats, relu moves 512 MiB: ~110 us; the un
 
 Call: ``v(*arrays, out)`` with cupy float32 arrays (cupy variants also float64): add(a, b, out),
 scale(x, out, s=...), relu/gelu(x, out), batchnorm(x, scale, shift, out), softmax(x, out) over the
-last axis, layernorm(x, gamma, beta, out, eps=1e-5) over the last axis, bias-gelu-residual(x, bias,
+last axis, layernorm(x, gamma, beta, out, eps=1e-5) over the last axis, bias_gelu_add(x, bias,
 res, out), bn-add-relu(x, scale, shift, res, out). ``v.inputs(shape)`` takes the op shape of
 rooflab/models/ops.py ({"numel"}, {"N","C","H","W"}, {"rows","cols"}).
 Run: ``rooflab run --device cuda --suite elementwise`` (once wired), or
@@ -91,9 +92,9 @@ BYTES_PER_ELEMENT = {
     "batchnorm_nhwc": (4, 4),
     "softmax": (4, 4),
     "layernorm": (4, 4),
-    "bias_gelu_residual": (8, 4),
+    "bias_gelu_add": (8, 4),
     "bn_add_relu": (8, 4),
-    "bias_gelu_residual/unfused": (16, 12),  # x+bias (4, 4), gelu (4, 4), +res (8, 4)
+    "bias_gelu_add/unfused": (16, 12),  # x+bias (4, 4), gelu (4, 4), +res (8, 4)
     "bn_add_relu/unfused": (16, 12),  # affine (4, 4), +res (8, 4), relu (4, 4)
 }
 LAUNCHES = {
@@ -104,7 +105,7 @@ LAUNCHES = {
         "batchnorm_nhwc": 2,
         "softmax": 5,
         "layernorm": 9,
-        "bias_gelu_residual": 11,
+        "bias_gelu_add": 11,
         "bn_add_relu": 4,
     },
 }
@@ -117,7 +118,7 @@ FLOPS_PER_ELEMENT = {
     "batchnorm_nhwc": 2,
     "softmax": 1,
     "layernorm": 5,
-    "bias_gelu_residual": 3,
+    "bias_gelu_add": 3,
     "bn_add_relu": 4,
 }
 
@@ -355,9 +356,7 @@ REFERENCES = {
     "batchnorm_nhwc": lambda x, scale, shift, out=None, **_: _affine_ref("NHWC", x, scale, shift),
     "softmax": lambda x, out=None, **_: softmax_ref(array_module(x), x),
     "layernorm": lambda x, gamma, beta, out=None, eps=EPS, **_: layernorm_ref(array_module(x), x, gamma, beta, eps),
-    "bias_gelu_residual": lambda x, bias, res, out=None, **_: (
-        gelu_ref(array_module(x), _f64(x) + _f64(bias)) + _f64(res)
-    ),
+    "bias_gelu_add": lambda x, bias, res, out=None, **_: gelu_ref(array_module(x), _f64(x) + _f64(bias)) + _f64(res),
     "bn_add_relu": lambda x, scale, shift, res, out=None, **_: array_module(x).maximum(
         _affine_ref("NCHW", x, scale, shift) + _f64(res), 0.0
     ),
@@ -376,7 +375,7 @@ ROLES = {
     "batchnorm_nhwc": (("x", "scale", "shift"), 4, "nhwc"),
     "softmax": (("x",), None, "rows"),
     "layernorm": (("x", "gamma", "beta"), None, "rows"),
-    "bias_gelu_residual": (("x", "bias", "res"), None, "rows"),
+    "bias_gelu_add": (("x", "bias", "res"), None, "rows"),
     "bn_add_relu": (("x", "scale", "shift", "res"), 4, "nchw"),
 }
 
@@ -477,7 +476,7 @@ def _work_fn(op, key, kind):
 
 
 def _make(number, technique, op, impl, description, dtypes=("float32",), work_key=None, kind="kernel"):
-    name = f"cuda.elementwise.{number:02d}-{technique}"
+    name = f"cuda.elementwise.{op}.{number:02d}-{technique}"
 
     def kernel(*arrays, reps=1, threads=None, **params):
         check_args(name, op, arrays, dtypes)
@@ -520,23 +519,23 @@ SINGLE = [
 ]
 VARIANTS: dict = {}  # (op, "cupy" | "kernel" | "unfused" | "fused") -> name
 for _op, _tech, _lib, _own, _what in SINGLE:
-    VARIANTS[_op, "cupy"] = _make(0, f"cupy-{_tech}", _op, _lib, f"cupy ({_tech}, numpy formula)", LIB, kind="cupy")
-    VARIANTS[_op, "kernel"] = _make(1, f"kernel-{_tech}", _op, _own, _what)
+    VARIANTS[_op, "cupy"] = _make(0, "cupy", _op, _lib, f"cupy ({_tech}, numpy formula)", LIB, kind="cupy")
+    VARIANTS[_op, "kernel"] = _make(1, "kernel", _op, _own, _what)
 for _op, _tech, _lib, _unfused, _fused in (
-    ("bias_gelu_residual", "bias-gelu-residual", _c_bgr, _k_bgr_unfused, _k_bgr_fused),
+    ("bias_gelu_add", "bias-gelu-add", _c_bgr, _k_bgr_unfused, _k_bgr_fused),
     ("bn_add_relu", "bn-add-relu", _c_bar, _k_bar_unfused, _k_bar_fused),
 ):
-    VARIANTS[_op, "cupy"] = _make(0, f"cupy-{_tech}", _op, _lib, f"cupy ops ({_tech})", LIB, kind="cupy")
+    VARIANTS[_op, "cupy"] = _make(0, "cupy", _op, _lib, f"cupy ops ({_tech})", LIB, kind="cupy")
     VARIANTS[_op, "unfused"] = _make(
         1,
-        f"unfused-{_tech}",
+        "kernel-unfused",
         _op,
         _unfused,
         "three rooflab kernels, intermediates in memory (28 B/elem)",
         work_key=f"{_op}/unfused",
         kind="unfused",
     )
-    VARIANTS[_op, "fused"] = _make(2, f"fused-{_tech}", _op, _fused, "one fused kernel (12 B/elem)")
+    VARIANTS[_op, "fused"] = _make(2, "kernel-fused", _op, _fused, "one fused kernel (12 B/elem)")
 
 
 # ---- the suite -------------------------------------------------------------------------------------
@@ -580,9 +579,9 @@ def cases(quick: bool, threads=None) -> list[Case]:
     for rows, cols in [(128 * 64, 768), (1024 * 8, 1600), (4096, 8192)][: 2 if quick else 3]:
         add("layernorm", {"rows": rows, "cols": cols}, f"layernorm {rows}x{cols}")
     rows = 4096 if quick else 16384
-    ratio = sum(BYTES_PER_ELEMENT["bias_gelu_residual/unfused"]) / sum(BYTES_PER_ELEMENT["bias_gelu_residual"])
+    ratio = sum(BYTES_PER_ELEMENT["bias_gelu_add/unfused"]) / sum(BYTES_PER_ELEMENT["bias_gelu_add"])
     add(
-        "bias_gelu_residual",
+        "bias_gelu_add",
         {"rows": rows, "cols": 3072},
         f"bias+gelu+residual {rows}x3072",
         ("cupy", "unfused", "fused"),
