@@ -189,6 +189,23 @@ def test_every_variant_runs_through_the_loader(fake_cached):
     assert fn.max_dynamic_shared_size_bytes == g.BY_NUMBER[9].dynamic_smem()  # opted in above 48 KiB
 
 
+def test_a_bias_is_added_or_refused_by_name(fake_cached):
+    """``C = v(A, B, bias)`` on the CUDA rungs and cuBLAS: the bias row is added (counted as a second
+    launch and N more elements read); a bias of the wrong length or dtype is one clear error."""
+    for name in ("cuda.gemm.00-cublas", "cuda.gemm.06-vectorized"):
+        v = rooflab.get_variant(name)
+        A, B, bias = v.inputs({"M": 5, "N": 12, "K": 7, "bias": True}, "float32", seed=3)
+        C = v(A, B, bias)
+        assert np.array_equal(np.asarray(C, np.float64), np.asarray(v.reference(A, B, bias)))
+        assert not np.array_equal(np.asarray(C, np.float64), np.asarray(v.reference(A, B)))
+        w, w0 = v.work(A, B, bias, reps=2), v.work(A, B, reps=2)
+        assert w.launches == 4 and w.bytes_read - w0.bytes_read == 2 * 12 * 4
+        with pytest.raises(RooflabError, match=f"{name}: bias must be a float32 vector of N=12"):
+            v(A, B, bias[:11])
+        with pytest.raises(RooflabError, match="bias must be a float32"):
+            v(A, B, bias.astype(np.float64))
+
+
 @pytest.mark.slow
 def test_ladder_script_on_the_fake_gpu(fake_cached, tmp_path, capsys):
     import importlib.util

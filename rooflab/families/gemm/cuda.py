@@ -20,7 +20,8 @@ M = N = K = 4096 a GEMM is 137 GFLOP over 3 x 64 MiB (FP32): 680 FLOP/byte, far 
 so every rung from 05 on is bounded by how well it feeds the FMA or tensor units.
 
 Interface: ``v(A, B)`` returns a new C (cupy arrays, C-contiguous, 2-D, same dtype; C has that
-dtype too: FP16/BF16 results are the FP32 accumulators rounded). A variant refuses with one
+dtype too: FP16/BF16 results are the FP32 accumulators rounded); ``v(A, B, bias)`` adds a bias row
+with one cupy pass after the product (not for BF16; a batch is refused). A variant refuses with one
 RooflabError what it cannot do (the SIMT rungs compute FP32/FP64 only, the tensor-core rungs
 FP16/BF16 only, wgmma needs an sm_90 GPU). Kernels live in kernels/cuda/gemm*.cu, one per rung,
 every knob an ``#ifndef`` default; the knobs below are passed with -D (``v(A, B, knobs={...})``
@@ -69,8 +70,8 @@ def _cp():
 
 
 def _shape(size) -> tuple[int, int, int]:
-    """(M, N, K) from an op shape dict {"M", "N", "K"} (``bias`` is ignored: the ladder is the
-    GEMM itself; a batch is refused)."""
+    """(M, N, K) from an op shape dict {"M", "N", "K"} (``"bias": True`` adds a bias vector to the
+    inputs; a batch is refused: the ladder computes one matrix product)."""
     if not isinstance(size, dict) or not {"M", "N", "K"} <= set(size):
         raise RooflabError(f"gemm shape must be a dict with M, N and K, got {size!r}", 'pass {"M": m, "N": n, "K": k}')
     if int(size.get("batch", 1)) != 1:
@@ -134,24 +135,49 @@ def inputs(size, dtype="float32", seed=0, threads=None):
     _np_dtype(name)  # bfloat16 without ml_dtypes: say so now
     rng = _cp().random.default_rng(seed)
     r = value_range(k)
-    return _matrix(rng, m, k, r, name), _matrix(rng, k, n, r, name)
+    A, B = _matrix(rng, m, k, r, name), _matrix(rng, k, n, r, name)
+    if isinstance(size, dict) and size.get("bias"):
+        return A, B, _matrix(rng, 1, n, r, name).reshape(n)
+    return A, B
 
 
-def reference(A, B, **_):
-    """float64 A x B on the device (exact for these inputs)."""
-    return as_float64(A) @ as_float64(B)
+def reference(A, B, bias=None, **_):
+    """float64 A x B (+ bias) on the device (exact for these inputs)."""
+    C = as_float64(A) @ as_float64(B)
+    return C if bias is None else C + as_float64(bias)
 
 
-def work(A, B, reps=1, **_):
+def work(A, B, bias=None, reps=1, **_):
     m, k = A.shape
     n = B.shape[1]
     size = A.dtype.itemsize
+    extra = bias is not None
     return Work(
-        flops=2.0 * m * n * k * reps,
-        bytes_read=float((m * k + k * n) * size * reps),
+        flops=(2.0 * m * n * k + (m * n if extra else 0)) * reps,
+        bytes_read=float((m * k + k * n + (n if extra else 0)) * size * reps),
         bytes_written=float(m * n * size * reps),
-        launches=int(reps),
+        launches=int(reps) * (2 if extra else 1),
     )
+
+
+def _check_bias(name: str, bias, n: int, dtype) -> None:
+    if bias is None:
+        return
+    bd = getattr(bias, "dtype", None)
+    if bd is None or getattr(bias, "shape", None) != (n,) or _dtype_name(bd) != _dtype_name(dtype):
+        got = f"{_dtype_name(bd)} {tuple(bias.shape)}" if bd is not None else type(bias).__name__
+        raise RooflabError(
+            f"{name}: bias must be a {_dtype_name(dtype)} vector of N={n} elements, got {got}",
+            "pass bias of shape (N,) in the dtype of A",
+        )
+    if _dtype_name(dtype) == "bfloat16":
+        raise RooflabError(f"{name}: a bias on bfloat16 matrices is not supported (cupy has no bfloat16 add)")
+
+
+def _add_bias(C, bias):
+    """C += bias[col]: one cupy elementwise pass after the product (counted as a second launch)."""
+    if bias is not None:
+        C += bias
 
 
 def _result_dtype(A, B, **_):
@@ -337,9 +363,10 @@ def _bits(x):
 
 
 def _launcher(r: Rung):
-    def kernel(A, B, reps=1, threads=None, knobs=None):
-        """C = A x B; ``knobs`` overrides some of the rung's -D knobs (e.g. {"BK": 16})."""
+    def kernel(A, B, bias=None, reps=1, threads=None, knobs=None):
+        """C = A x B (+ bias); ``knobs`` overrides some of the rung's -D knobs (e.g. {"BK": 16})."""
         m, n, k = validate(r.name, r.dtypes, A, B)
+        _check_bias(r.name, bias, n, A.dtype)
         cp = _cp()
         C = cp.empty((m, n), dtype=A.dtype)
         p = plan(r.number, m, n, k, _dtype_name(A.dtype), knobs)
@@ -349,19 +376,22 @@ def _launcher(r: Rung):
         args = (_bits(A), _bits(B), _bits(C), np.int32(m), np.int32(n), np.int32(k))
         for _ in range(int(reps)):
             loader.launch(fn, p.grid, p.block, args, r.name, shared_mem=p.smem)
+            _add_bias(C, bias)
         return C
 
     return kernel
 
 
-def _cublas(A, B, reps=1, threads=None):
+def _cublas(A, B, bias=None, reps=1, threads=None):
     name = "cuda.gemm.00-cublas"
     m, n, k = validate(name, SIMT_DTYPES + TC_DTYPES, A, B)
+    _check_bias(name, bias, n, A.dtype)
     cp = _cp()
     C = cp.empty((m, n), dtype=A.dtype)
     for _ in range(int(reps)):
         try:
             cp.matmul(A, B, out=C)
+            _add_bias(C, bias)
         except Exception as e:  # e.g. a cupy without bfloat16 GEMM
             raise RooflabError(
                 f"{name}: cupy.matmul cannot multiply {A.dtype} matrices here: {first_line(e)}"
