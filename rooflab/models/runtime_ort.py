@@ -4,9 +4,10 @@ onnxruntime`; optional extra `rooflab[onnx]`).
 How it measures: two sessions of the model with the same options (all graph optimizations, as a
 user gets them; ``--threads`` intra-op threads; CPU execution provider, CUDA where asked and the
 installed build has it): one with ``enable_profiling``, one without. Runs alternate between them
-(warm-up runs first, then enough runs for about 2 s of each, at least 5; --quick: 0.5 s, 3), in
-four blocks each, 50 ms apart (a session's idle workers spin after its run and would slow the other
-session's: interleaving run by run doubled MobileNetV2's time on 2 threads); the profiled session's JSON trace gives each node's ``kernel_time`` per run (runs delimited by the
+(warm-up runs first, then enough runs for about 2 s of each, at least 5; --quick: 0.5 s, 3), run by
+run on one thread; on more, in eight blocks each, 50 ms apart (a session's idle workers spin after
+its run and would slow the other session's: interleaving run by run doubled MobileNetV2's time on
+2 threads); the profiled session's JSON trace gives each node's ``kernel_time`` per run (runs delimited by the
 ``model_run`` events, warm-ups dropped, median per node over runs), the other session the end-to-end
 time of a whole run (median), which the per-node sum is compared with.
 
@@ -520,14 +521,15 @@ def profile_onnx(
             per = max((time.perf_counter() - t0) / (2 * warmup), 1e-6)
             n = runs or min(100, max(3 if quick else 5, math.ceil((0.5 if quick else 2.0) / per)))
             e2e = []
-            block = max(1, math.ceil(n / 4))
+            # one thread: run by run; more: blocks with a pause between sessions (see SETTLE_S)
+            block, settle = (1, 0.0) if threads == 1 else (max(1, math.ceil(n / 8)), SETTLE_S)
             done = 0
-            while done < n:  # blocks of each, alternating: a noisy neighbour hits both alike
+            while done < n:  # alternating: a noisy neighbour hits both alike
                 k = min(block, n - done)
-                time.sleep(SETTLE_S)  # the other session's idle workers stop spinning first
+                time.sleep(settle)
                 for _ in range(k):
                     prof.run(None, feeds)
-                time.sleep(SETTLE_S)
+                time.sleep(settle)
                 for _ in range(k):
                     t = time.perf_counter()
                     plain.run(None, feeds)
@@ -561,6 +563,7 @@ def profile_onnx(
                          "runtime_s": median(samples), "dispatches": 1, "graph_nodes": [], "parts": [], "timed": True,
                          "note": "not in the optimized graph"})  # fmt: skip
     rows = [r for r in rows if r["timed"] or r.get("parts") or r.get("graph_nodes")]
+    run_totals = [sum(v[r] for v in times.values()) for r in range(measured)]
     return {
         "device": device,
         "runtime": f"onnxruntime {ort.__version__}",
@@ -572,6 +575,7 @@ def profile_onnx(
         "inputs": {k: list(v[0]) for k, v in shapes.items()},
         "rows": rows,
         "e2e_samples_s": e2e,
+        "run_totals_s": run_totals,
         "not_executed": not_executed,
         "unsupported": index.unsupported,
         "profiled_nodes": sorted(times),
