@@ -13,6 +13,17 @@ from .registry import Variant, get_variant, list_families, list_variants
 from .work import Work
 
 __version__ = "0.2.0"
+
+
+def place_torch(model, example_inputs, **kwargs) -> dict:
+    """A PyTorch module's per-operator times (torch.profiler) placed on this machine's measured
+    roofline beside rooflab's own re-execution (needs `pip install 'rooflab[torch]'`); keyword
+    arguments: out, ceilings, threads, quick, own, runs. See rooflab/models/runtime_torch.py."""
+    from .models.runtime_torch import place_torch as _place_torch
+
+    return _place_torch(model, example_inputs, **kwargs)
+
+
 __all__ = [
     "list_variants",
     "get_variant",
@@ -22,5 +33,6 @@ __all__ = [
     "RooflabError",
     "VerificationError",
     "DeviceUnavailable",
+    "place_torch",
     "__version__",
 ]

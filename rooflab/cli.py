@@ -1,4 +1,4 @@
-"""Command line: rooflab info | run | plot | place | compare | report.
+"""Command line: rooflab info | run | plot | place | export | compare | report.
 
 Every user mistake (unknown device, too many threads, a foreign or broken result file, a working set
 larger than free memory) ends in one line on stderr naming the problem and the fix, exit status 2,
@@ -80,6 +80,25 @@ def build_parser() -> argparse.ArgumentParser:
     pc.add_argument("--threads", type=int, default=None)
     pc.add_argument("--out", default="results")
     pc.add_argument("--quick", action="store_true")
+    pc.add_argument(
+        "--runtime",
+        default=None,
+        metavar="NAME",
+        help="run MODEL.onnx in this runtime (onnxruntime) and place its own per-node times",
+    )
+    pc.add_argument("--batch", type=int, default=None, help="--runtime: batch size of a model with a dynamic batch")
+    pc.add_argument(
+        "--dim", action="append", default=[], metavar="NAME=SIZE", help="--runtime: size of a named dynamic dimension"
+    )
+    pc.add_argument("--runs", type=int, default=None, help="--runtime: measured runs (default: ~2 s worth, at least 5)")
+    pc.add_argument("--no-own", action="store_true", help="--runtime: skip rooflab's own re-execution of the ops")
+
+    ex = sub.add_parser("export", help="write a catalog network as an ONNX graph with random weights")
+    ex.add_argument("model", help="resnet50, mobilenetv2, bert-base or gpt2-decode")
+    ex.add_argument("-o", "--output", required=True, metavar="MODEL.onnx")
+    ex.add_argument("--batch", type=int, default=None, help="batch size (default 1)")
+    ex.add_argument("--seq", type=int, default=None, help="bert-base: sequence length (default 128)")
+    ex.add_argument("--cache", type=int, default=None, help="gpt2-decode: KV cache positions (default 1024)")
 
     cp = sub.add_parser("compare", help="ceilings of two or more result files side by side; exit 1 on regression")
     cp.add_argument("results", nargs="+")

@@ -409,12 +409,26 @@ def cmd_compare(args) -> int:
 
 
 def cmd_place(args) -> int:
-    """rooflab place OPS.json|MODEL.onnx"""
+    """rooflab place OPS.json|MODEL.onnx [--runtime onnxruntime]"""
     from .models import measure
 
     path = Path(args.ops)
+    runtime = (getattr(args, "runtime", None) or "").lower() or None
+    if runtime is None:
+        given = [f for f, v in (("--batch", args.batch), ("--dim", args.dim), ("--runs", args.runs),
+                                ("--no-own", args.no_own)) if v]  # fmt: skip
+        if given:
+            raise RooflabError(f"{', '.join(given)} apply to a runtime", "add --runtime onnxruntime")
+    elif runtime in ("torch", "pytorch"):
+        raise RooflabError(
+            "--runtime torch places a PyTorch module, not a file", "call rooflab.place_torch(model, example_inputs)"
+        )
+    elif runtime not in ("onnxruntime", "ort"):
+        raise RooflabError(f"unknown runtime {args.runtime!r}", "use --runtime onnxruntime")
     if not path.exists():
         raise RooflabError(f"no such file: {path}", "give an OPS.json or a MODEL.onnx")
+    if runtime:
+        return _place_runtime(path, args)
     if path.suffix.lower() == ".onnx":
         from .models.onnx_import import ops_from_onnx
 
@@ -424,6 +438,51 @@ def cmd_place(args) -> int:
 
         ops, unsupported = load_ops(path)
     return measure.place_command(ops, unsupported, args, source=str(path))
+
+
+def _place_runtime(path: Path, args) -> int:
+    from .models import runtime, runtime_ort
+
+    if path.suffix.lower() != ".onnx":
+        raise RooflabError(
+            f"--runtime {args.runtime} runs an ONNX model, not {path.name}",
+            "give a MODEL.onnx (`rooflab export MODEL -o MODEL.onnx` writes one)",
+        )
+    runtime_ort.import_ort()
+    batch = runtime.check_batch(args.batch)
+    model = runtime_ort.load_model(path)
+    dims = {}
+    for d in args.dim:
+        name, _, size = d.partition("=")
+        if not name or not size.isdigit() or int(size) < 1:
+            raise RooflabError(f"--dim {d!r} is not NAME=SIZE", "e.g. --dim sequence=128")
+        dims[name] = int(size)
+    if args.runs is not None and args.runs < 1:
+        raise RooflabError(f"--runs must be at least 1, got {args.runs}")
+    runtime_ort.input_shapes(model, batch, dims)  # a fixed batch that disagrees, a dynamic dim not given
+    ready = runtime.prepare(args, args.device)
+    print(f"running {path.name} in onnxruntime ({ready['threads']} threads) ...", file=sys.stderr)
+    profile = runtime_ort.profile_onnx(
+        path,
+        threads=ready["threads"],
+        device=ready["device"],
+        batch=batch,
+        dims=dims,
+        quick=args.quick,
+        runs=args.runs,
+        model=model,
+    )
+    runtime.place_profile(profile, args, str(path), ready)
+    return 0
+
+
+def cmd_export(args) -> int:
+    """rooflab export MODEL -o MODEL.onnx"""
+    from .models.export import export
+
+    out = export(args.model, args.output, batch=args.batch, seq=args.seq, cache=args.cache)
+    print(f"{out} ({out.stat().st_size / 1e6:.1f} MB)")
+    return 0
 
 
 def cmd_report(args) -> int:

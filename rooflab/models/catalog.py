@@ -6,6 +6,10 @@ Shapes are facts (sources in ../shared/research/model-ops.md):
   at 224x224 (torchvision's own figures).
 - BERT-base, HF ``BertConfig`` defaults: vocab 30522, hidden 768, 12 layers, 12 heads, FFN 3072,
   512 positions, 2 token types, separate Q/K/V Linear layers, pooler. 109,482,240 parameters.
+- MobileNetV2, torchvision ``mobilenetv2.py``: stem 3x3/2 to 32, inverted residuals (t, c, n, s)
+  [1,16,1,1] [6,24,2,2] [6,32,3,2] [6,64,4,2] [6,96,3,1] [6,160,3,2] [6,320,1,1] (1x1 expand, 3x3
+  depthwise, 1x1 project, residual when stride 1 and in == out), 1x1 to 1280, ReLU6 after every
+  conv but the projections, classifier 1280 -> 1000. 300.8 MMACs and 3,504,872 parameters at 224.
 - GPT-2 small, HF ``GPT2Config``: vocab 50257, 1024 positions, 768 wide, 12 layers, 12 heads,
   fused c_attn 768 -> 2304, MLP 4x, LM head tied to wte. 124,439,808 parameters.
 Each generator yields every op of one forward pass; ``distinct`` folds identical shapes into one
@@ -18,10 +22,10 @@ from collections import OrderedDict
 
 from .ops import normalize
 
-MODELS = ("resnet50", "bert-base", "gpt2-decode", "gpt2-prefill")
+MODELS = ("resnet50", "mobilenetv2", "bert-base", "gpt2-decode", "gpt2-prefill")
 
 
-def _conv(name, N, C, H, W, K, R, stride=1, pad=0):
+def _conv(name, N, C, H, W, K, R, stride=1, pad=0, groups=1):
     return {
         "kind": "conv2d",
         "name": name,
@@ -37,7 +41,7 @@ def _conv(name, N, C, H, W, K, R, stride=1, pad=0):
             "stride_w": stride,
             "pad_h": pad,
             "pad_w": pad,
-            "groups": 1,
+            "groups": groups,
             "bias": False,
         },
     }
@@ -94,6 +98,50 @@ def resnet50(batch: int = 1, image: int = 224) -> list[dict]:
     ops.append({"kind": "avgpool", "name": "avgpool", "shape": {"N": N, "C": cin, "H": h, "W": h}})
     ops.append({"kind": "gemm", "name": "fc", "shape": {"M": N, "N": 1000, "K": cin, "bias": True}})
     return [dict(o, model=f"resnet50-b{batch}") for o in ops]
+
+
+# torchvision mobilenetv2.py inverted_residual_setting: expansion t, channels c, repeats n, stride s
+MBV2 = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))
+
+
+def mobilenet_v2(batch: int = 1, image: int = 224) -> list[dict]:
+    N = batch
+    h = (image + 2 - 3) // 2 + 1
+    ops = [
+        _conv("features.0.conv", N, 3, image, image, 32, 3, 2, 1),
+        _bn("features.0.bn", N, 32, h, h),
+        _ew("relu6", "features.0.relu6", N * 32 * h * h),
+    ]
+    cin, i = 32, 1
+    for t, c, n, s in MBV2:
+        for r in range(n):
+            stride = s if r == 0 else 1
+            hid, p = cin * t, f"features.{i}"
+            ho = (h + 2 - 3) // stride + 1
+            if t != 1:
+                ops += [
+                    _conv(f"{p}.expand", N, cin, h, h, hid, 1),
+                    _bn(f"{p}.expand.bn", N, hid, h, h),
+                    _ew("relu6", f"{p}.expand.relu6", N * hid * h * h),
+                ]
+            ops += [
+                _conv(f"{p}.dw", N, hid, h, h, hid, 3, stride, 1, groups=hid),
+                _bn(f"{p}.dw.bn", N, hid, ho, ho),
+                _ew("relu6", f"{p}.dw.relu6", N * hid * ho * ho),
+                _conv(f"{p}.project", N, hid, ho, ho, c, 1),
+                _bn(f"{p}.project.bn", N, c, ho, ho),
+            ]
+            if stride == 1 and cin == c:
+                ops.append(_ew("add", f"{p}.add", N * c * ho * ho))
+            cin, h, i = c, ho, i + 1
+    ops += [
+        _conv(f"features.{i}.conv", N, cin, h, h, 1280, 1),
+        _bn(f"features.{i}.bn", N, 1280, h, h),
+        _ew("relu6", f"features.{i}.relu6", N * 1280 * h * h),
+        {"kind": "avgpool", "name": "avgpool", "shape": {"N": N, "C": 1280, "H": h, "W": h}},
+        {"kind": "gemm", "name": "classifier", "shape": {"M": N, "N": 1000, "K": 1280, "bias": True}},
+    ]
+    return [dict(o, model=f"mobilenetv2-b{batch}") for o in ops]
 
 
 def bert_base(seq: int = 128, batch: int = 1) -> list[dict]:
@@ -184,6 +232,8 @@ def model_ops(model: str, batch: int | None = None, seq: int | None = None, dtyp
     """Every op of one forward pass of ``model``, normalized, in the given dtype."""
     if model == "resnet50":
         ops = resnet50(batch or 1)
+    elif model in ("mobilenetv2", "mobilenet-v2", "mobilenet"):
+        ops = mobilenet_v2(batch or 1)
     elif model in ("bert-base", "bert"):
         ops = bert_base(seq or 128, batch or 1)
     elif model in ("gpt2-decode", "gpt2"):
@@ -230,12 +280,12 @@ def suite_for(model: str | None, batch: int | None = None, seq: int | None = Non
     """What `rooflab run --suite models [--model M] [--batch B] [--seq S]` places."""
     if not model:
         return default_suite(batch)
-    if model not in MODELS and model not in ("bert", "gpt2"):
+    if model not in MODELS and model not in ("bert", "gpt2", "mobilenet", "mobilenet-v2"):
         from ..errors import RooflabError
 
         raise RooflabError(f"unknown model {model!r}", f"use one of: {', '.join(MODELS)}")
     kw = {}
-    if batch and model in ("resnet50", "bert-base", "bert"):
+    if batch and model in ("resnet50", "mobilenetv2", "mobilenet", "mobilenet-v2", "bert-base", "bert"):
         kw["batch"] = batch
     if seq and model in ("bert-base", "bert", "gpt2-prefill"):
         kw["seq"] = seq

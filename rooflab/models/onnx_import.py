@@ -5,7 +5,9 @@ BatchNormalization, MaxPool, GlobalAveragePool, Gather (embedding lookups of an 
 the elementwise family: Add, Sub, Mul, Div (Mul/Div by a scalar = ``scale``; a broadcast operand is
 counted at its own size), Sigmoid, Tanh, Clip (a clamp: ``relu6``, MobileNet's ReLU6), HardSwish,
 HardSigmoid; and data movement, zero FLOPs: Reshape, Flatten, Squeeze, Unsqueeze, Identity
-(``reshape``: a view, 0 bytes), Transpose and Concat (a copy: read and write every element).
+(``reshape``: a view, 0 bytes), Transpose and Concat (a copy: read and write every element); Split,
+Slice and a Gather from an activation (not an initializer table: the first token of BERT's pooler)
+are copies too, counted with the concat formula (every element read once and written once).
 Mapped, several nodes to one op (the op a fusing framework runs):
   SiLU       Sigmoid(x) -> Mul(x, .)                                       silu
   HardSwish  HardSigmoid(x) -> Mul(x, .)                                   hardswish
@@ -48,6 +50,8 @@ SUPPORTED = (
     "Gather",
     "Transpose",
     "Concat",
+    "Split",
+    "Slice",
     *SHAPE_ONLY,
     *UNARY,
     *BINARY,
@@ -310,6 +314,10 @@ def _map(kind, node, ins, out, attr, inits) -> dict:
         return {"kind": "transpose", "shape": {"numel": numel, "cols": cols, "inner": inner}}
     if kind == "Concat":
         return {"kind": "concat", "shape": {"numel": numel, "inputs": len(node.input)}}
+    if kind == "Split":  # one read, one write of every element, like a concat backwards
+        return {"kind": "concat", "shape": {"numel": math.prod(ins[0]), "inputs": len(node.output)}}
+    if kind == "Slice":
+        return {"kind": "concat", "shape": {"numel": numel, "inputs": 1}}
     if kind == "BatchNormalization":
         N, C, H, W = ins[0]
         return {"kind": "batchnorm", "shape": {"N": N, "C": C, "H": H, "W": W}}
@@ -329,7 +337,9 @@ def _map(kind, node, ins, out, attr, inits) -> dict:
         return {"kind": "avgpool", "shape": {"N": N, "C": C, "H": H, "W": W}}
     if kind == "Gather":
         table = inits.get(node.input[0])
-        if table is None or len(table) != 2:
+        if table is None:  # rows of an activation (BERT's pooler takes the first token): a copy
+            return {"kind": "concat", "shape": {"numel": numel, "inputs": 1}}
+        if len(table) != 2:
             raise ValueError("only lookups in a 2-D initializer table are embeddings")
         return {
             "kind": "embedding",

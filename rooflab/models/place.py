@@ -135,13 +135,20 @@ class Roofs:
 
 
 def place_op(op: dict, seconds: float, dispatches: int, roofs: Roofs, path: str, cold: bool = False) -> dict:
-    from .ops import flops, min_bytes, output_numel
+    from .ops import ITEMSIZE, flops, min_bytes, output_numel
 
     F, B = flops(op), min_bytes(op)
-    from .ops import ITEMSIZE
-
     written = min(B, output_numel(op) * ITEMSIZE[op["dtype"]])
-    peak = roofs.peak(op["dtype"] if op["dtype"] in ("float32", "float64") or roofs.device == "cuda" else "float32")
+    return place_work(F, B, written, op["dtype"], seconds, dispatches, roofs, path, cold)
+
+
+def place_work(
+    F: float, B: float, written: float, dtype: str, seconds: float, dispatches: int, roofs: Roofs, path: str,
+    cold: bool = False,
+) -> dict:  # fmt: skip
+    """place_op for work given as numbers: F FLOPs, B minimum bytes of which ``written`` are written
+    (what a fused runtime node, the sum of several ops, is placed with)."""
+    peak = roofs.peak(dtype if dtype in ("float32", "float64") or roofs.device == "cuda" else "float32")
     mem = roofs.memory(B - written, written, cold)
     lat = roofs.latency(path)
     lat_s = dispatches * lat["value"] * 1e-9 if lat else 0.0
