@@ -225,3 +225,18 @@ def test_rooflab_plot_writes_the_conv_charts(tmp_path):
         for ext in ("png", "svg"):
             f = d / f"rooflab-conv-cpu-20260101T000000Z.{name}.{ext}"
             assert f.exists() and f.stat().st_size > 1000, f
+
+
+def test_asv_conv_parameters_name_real_layers_and_one_variant_per_algorithm():
+    """benchmarks/bench_families.py ConvAlgorithmsCPU: the issue's "best variant of each algorithm
+    on two layers"; a renamed layer or variant would orphan the asv history (the table is append-only)."""
+    import rooflab
+    from rooflab.asv_params import BENCH_PARAMS
+    from rooflab.families import conv as F
+
+    layers = {s["name"] for s in F.resnet50_3x3_targets(1)}
+    assert len(BENCH_PARAMS["conv_layers"]) == 2 and set(BENCH_PARAMS["conv_layers"]) <= layers
+    algs = [charts.algorithm_of({"variant": n, "work": {}}) for n in BENCH_PARAMS["conv_algorithms"]]
+    assert sorted(algs) == sorted(charts.ALGORITHMS)
+    for n in BENCH_PARAMS["conv_algorithms"]:
+        assert rooflab.get_variant(n).family == "conv"
