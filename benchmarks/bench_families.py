@@ -4,7 +4,7 @@ either our best kernel or the library shows up across commits. Parameters come f
 own declarations (rooflab.registry.family_cases); setup builds and verifies once per process; a
 kernel that fails its check fails its benchmark instead of producing a number."""
 
-from ._common import prepared
+from ._common import bench_params, prepared
 
 FAMILIES = ("gemm", "conv", "elementwise", "chase")
 
@@ -75,6 +75,46 @@ class ConvCPU(_Family):
     family = "conv"
     params = (_labels("conv"),)
     param_names = ["case"]
+
+
+def _prepare_conv(layer, variant):
+    """One ResNet-50 3x3 layer (batch 1, 1 thread) on one conv variant, verified in setup."""
+    import numba
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    from rooflab.families import conv as F
+    from rooflab.registry import get_variant
+    from rooflab.verify import check
+
+    (s,) = [s for s in F.resnet50_3x3_targets(1) if s["name"] == layer]
+    v = get_variant(variant)
+    params = F.params_for(s)
+    x, w = F.make_inputs(s, np.float32)
+    numba.set_num_threads(1)  # for this benchmark's process (asv runs each in its own)
+    limits = threadpool_limits(limits=1, user_api="blas")
+    check(v(x, w, **params), F.reference(x, w, **params), dtype=v.result_dtype(x, w, **params), what=variant)
+
+    def call():
+        v(x, w, **params)
+
+    call.limits = limits  # kept alive with the call
+    return call
+
+
+class ConvAlgorithmsCPU:
+    """Issue 13: the best variant of each algorithm (im2col + BLAS, blocked direct, Winograd
+    F(4x4,3x3), FFT) on two ResNet-50 3x3 layers at batch 1, 1 thread; verified once in setup."""
+
+    params = (bench_params("conv_layers", []), bench_params("conv_algorithms", []))
+    param_names = ["layer", "variant"]
+    timeout = 600
+
+    def setup(self, layer, variant):
+        self.call = prepared(("conv-alg", layer, variant), lambda: _prepare_conv(layer, variant))
+
+    def time_conv(self, layer, variant):
+        self.call()
 
 
 class ElementwiseCPU(_Family):

@@ -19,4 +19,13 @@ BENCH_PARAMS = {
         ("resnet50", "layer1.0.conv2"),
     ],
     "gpu_stream_bytes": [256 << 20, 2 << 30],
+    # issue 13: the best variant of each conv algorithm on two ResNet-50 3x3 layers (batch 1,
+    # names from rooflab.families.conv.resnet50_3x3_targets), 1 thread
+    "conv_layers": ["resnet50-b1 3x3 64@56x56", "resnet50-b1 3x3 256@14x14"],
+    "conv_algorithms": [
+        "cpu.conv.00-im2col-blas",
+        "cpu.conv.02-direct-blocked-simd",
+        "cpu.conv.06-winograd-f4x4-3x3",
+        "cpu.conv.07-fft",
+    ],
 }

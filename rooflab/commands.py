@@ -353,7 +353,17 @@ def cmd_plot(args) -> int:
 
     data = load(args.result)
     stem = Path(args.output) if args.output else Path(args.result).with_suffix("")
-    if args.output and stem.suffix in (".png", ".svg"):
+    if data.get("suite") not in ("ceilings", "models"):  # a kernel family's run: its own charts
+        from . import family_report
+        from .models.measure import find_ceilings
+
+        try:  # the newest ceilings of that machine beside the result (results/<machine>/...)
+            ceilings = find_ceilings(Path(args.result).resolve().parent.parent, data["machine"]["id"],
+                                     data.get("device", "cpu"), None)[0]  # fmt: skip
+        except (RooflabError, KeyError):
+            ceilings = None
+        files = family_report.chart(data, stem.with_suffix("") if stem.suffix in (".png", ".svg") else stem, ceilings)
+    elif args.output and stem.suffix in (".png", ".svg"):
         files = plots.roofline(data, stem, ops=data.get("ops_placed"))
     else:
         files = plots.all_plots(data, stem, ops=data.get("ops_placed"))

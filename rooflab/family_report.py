@@ -139,7 +139,22 @@ def chart(result: dict, out: Path, ceilings: dict | None = None) -> list[Path]:
         fig.savefig(path, dpi=130)
         files.append(path)
     plt.close(fig)
-    return files
+    return files + family_charts(result, out, ceilings)
+
+
+def family_charts(result: dict, out: Path, ceilings: dict | None = None) -> list[Path]:
+    """A family's own charts beside the common one: ``rooflab.families.<suite>.charts.charts``
+    where the family has such a module (conv: time per layer, crossover, both-rates roofline)."""
+    import importlib
+
+    suite = str(result.get("suite") or "")
+    if not suite.isidentifier():
+        return []
+    try:
+        mod = importlib.import_module(f"rooflab.families.{suite}.charts")
+    except ModuleNotFoundError:
+        return []
+    return mod.charts(result, out, ceilings)
 
 
 def _roofline_panel(ax, recs: list[dict], ceilings: dict | None) -> None:

@@ -39,7 +39,12 @@ SHAPES = {
     "depthwise": F.shape(1, 16, 10, 10, 16, 3, pad=1, groups=16),
     "depthwise-s2": F.shape(1, 24, 11, 10, 24, 3, pad=1, groups=24, stride=2),
     "depthwise-wide-s2": F.shape(1, 3, 37, 71, 3, 3, pad=1, groups=3, stride=2),  # vector de-interleave
-    "depthwise-rows": F.shape(2, 3, 13, 45, 3, 3, pad=1, groups=3),  # four-rows path (Q >= 32)
+    "depthwise-rows": F.shape(2, 3, 13, 45, 3, 3, pad=0, groups=3),  # four-rows path (pad 0, Q >= 16)
+    # the flat path (3x3, stride 1, pad 1): four-row blocks + the one-vector rest
+    "depthwise-flat": F.shape(2, 3, 13, 45, 3, 3, pad=1, groups=3),  # rows run into the next, 13 = 3x4 + 1
+    "depthwise-flat-w16": F.shape(1, 2, 8, 16, 2, 3, pad=1, groups=2),  # W == L: no tails at all
+    "depthwise-flat-narrow": F.shape(1, 5, 7, 7, 5, 3, pad=1, groups=5),  # W < L: one vector a step
+    "depthwise-flat-odd": F.shape(1, 2, 5, 19, 2, 3, pad=1, groups=2),  # mask period 19 vectors
     "1x1": F.shape(1, 5, 12, 12, 7, 1),
     "1x1-s2": F.shape(1, 5, 12, 12, 7, 1, stride=2),
     "rect-stride": F.shape(1, 3, 12, 10, 4, 3, S=2, pad=1, stride=2),

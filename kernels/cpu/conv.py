@@ -20,13 +20,29 @@ said), w (K, C/groups, R, S), float32 or float64. Variants (rooflab/families/con
   depthwise_nchw / _nhwc      groups == C == K: one zero-padded plane per thread in L1/L2, each tap of
                               an output row a contiguous vector load (stride 2: even/odd columns,
                               conv_simd.py), 3x3 unrolled, two rows per pass; NHWC vectorizes over
-                              channels instead.
+                              channels instead. 3x3 stride 1 pad 1 (every MobileNet s1 layer): the
+                              "flat" path, the plane as one row of H*W pixels, row edges by 0/1 masks.
 
 Napkin (Zen 4, AVX-512 as 2 x 256-bit: 1 zmm FMA/cycle, 2 x 256-bit loads/cycle, 32 zmm):
 8x2 tile = 16 zmm accumulators, per (c, r, s) 2 vloads + 8 broadcasts for 16 FMAs: FMA-bound,
 512 FLOP per 16 cycles = 32 FLOP/cycle = 112 GFLOP/s at 3.5 GHz. Depthwise 3x3: 9 FMAs per 16
 outputs from 6 loads (two rows per pass), 2.25 FLOP/B of compulsory traffic: at 1 thread that is just
 right of the L3 ridge (112 GFLOP/s / ~75 GB/s = 1.5 FLOP/B), so the FMA pipes bound it too.
+
+Depthwise against its roof (MobileNetV2, batch 1, 1 thread; rooflab.models.place.Roofs: the level
+whose capacity holds x + w + y, the STREAM kernel of its read/write mix). Stride 1: I = 18 FLOP per
+(4 + 4) B = 2.25 FLOP/B, working sets 0.4-3.6 MB (L2 at 14x14 and 7x7, L3 above), ridge
+115 / 83 = 1.4 FLOP/B: compute-bound, the roof is the FMA peak (t = F / 115 GFLOP/s). Stride 2:
+I = 18 / (16 + 4) = 0.9 FLOP/B, left of the ridge: the L2/L3 triad roof. Why the rows kernel sat at
+2.1-13x its roof: (1) every tap load but one is unaligned, so a 64-byte zmm load splits two lines
+and costs two load slots: 9 taps = ~17 load slots for 9 FMAs (load-bound near 50 % of peak
+even at 4 rows a pass); (2) per-row tails: Q = 56, 28, 14 are 3.5, 1.75, 0.875 vectors, so 12.5 % of
+every vector row is masked waste, plus a padded copy of each row in and a masked store out; (3) small
+planes (14x14, 7x7: 196 and 49 pixels) pay the per-plane set-up (weights splat, buffer borders) over
+2-13 vectors. The flat path removes (2) and most of (3): per 4 output vectors 18 tap loads + 2 mask
+loads, 44 FP ops (11 per vector, the 2 extra are the mask FMAs: at most 82 % of the FMA peak), no
+row tails, one plane copy in, stores straight to y. What remains: the split loads (1), and for
+7x7 planes the per-plane cost (49 pixels = 4 vectors); stride 2 is unchanged (wide path).
 
 Run: python -c "import rooflab; v = rooflab.get_variant('cpu.conv.02-direct-blocked-simd'); ..."
 or pytest tests/test_conv_cpu.py.
@@ -351,18 +367,165 @@ def _depthwise_wide_chunk(x, w, y, sh, sw, ph, pw, t, nchunks):
                     vstorem(yf, yb + p * Q + q, vload(wide, p * Ws + q), Q - q)
 
 
+@njit(fastmath=True, cache=True, boundscheck=False)
+def _depthwise_flat_chunk(x, w, y, t, nchunks):
+    """3x3, stride 1, pad 1 (so P == H, Q == W): the plane is treated as one flat row of H*W pixels.
+    Output pixel j = p*W + q needs x at j + (r-1)*W + (s-1): 9 contiguous vector loads per L
+    outputs from one base, whatever W is (no per-row tails, no junk columns, no output copy). The
+    two cases where a flat neighbour is not the 2-D one are fixed with masks, not branches: a
+    zero guard of >= W+1 elements above and below the plane gives the top and bottom padding, and
+    the left (s = 0) and right (s = 2) column sums are multiplied by per-position 0/1 masks (0 where
+    q == 0, resp. q == W-1), shared by all planes of the call. Per L outputs: 9 loads + 2 mask loads,
+    3 vmul + 8 vfma (11 FP ops for the nominal 9 FMAs: at most 82 % of the FMA peak), one store."""
+    N, C, H, W = x.shape
+    L = vlanes(x)
+    HW = H * W
+    nvec = (HW + L - 1) // L
+    G = (W + 1 + L - 1) // L * L  # guard: the plane starts on a vector boundary of the buffer
+    raw = np.zeros(2 * G + nvec * L + 2 * L, dtype=x.dtype)
+    a = (64 - raw.ctypes.data % 64) % 64 // x.itemsize
+    buf = raw[a : a + 2 * G + nvec * L + L]
+    # the masks repeat every lcm(W, L) pixels (W / gcd(W, L) vectors: 7 for every MobileNet width)
+    g = L
+    while W % g:
+        g //= 2
+    period = W // g * L
+    mask = np.ones(2 * period, dtype=x.dtype)  # [left | right]
+    for j in range(period):
+        q = j % W
+        if q == 0:
+            mask[j] = 0
+        if q == W - 1:
+            mask[period + j] = 0
+    xf = x.reshape(-1)
+    yf = y.reshape(-1)
+    wf = w.reshape(-1)
+    planes = N * C
+    for nc in range(planes * t // nchunks, planes * (t + 1) // nchunks):
+        xb = nc * HW
+        for j in range(0, HW, L):
+            if j + L <= HW:
+                vstore(buf, G + j, vload(xf, xb + j))
+            else:
+                vstorem(buf, G + j, vloadm(xf, xb + j, HW - j), HW - j)
+        wb = (nc % C) * 9
+        w0 = vsplat(wf[wb])
+        w1 = vsplat(wf[wb + 1])
+        w2 = vsplat(wf[wb + 2])
+        w3 = vsplat(wf[wb + 3])
+        w4 = vsplat(wf[wb + 4])
+        w5 = vsplat(wf[wb + 5])
+        w6 = vsplat(wf[wb + 6])
+        w7 = vsplat(wf[wb + 7])
+        w8 = vsplat(wf[wb + 8])
+        j0 = 0
+        if W >= L:  # four output rows per pass: 6 input rows x 3 shifts = 18 loads + 2 mask loads
+            while j0 + 4 * W <= HW:  # for 4 vectors (the masks of j and j + W are the same)
+                jm = 0
+                for j in range(j0, j0 + W, L):
+                    ml = vload(mask, jm)
+                    mr = vload(mask, period + jm)
+                    jm += L
+                    if jm == period:
+                        jm = 0
+                    b = G + j - W
+                    xa = vload(buf, b - 1)
+                    xb_ = vload(buf, b)
+                    xc = vload(buf, b + 1)
+                    l0 = vmul(w0, xa)
+                    m0 = vmul(w1, xb_)
+                    r0 = vmul(w2, xc)
+                    b += W
+                    xa = vload(buf, b - 1)
+                    xb_ = vload(buf, b)
+                    xc = vload(buf, b + 1)
+                    l0 = vfma(w3, xa, l0)
+                    m0 = vfma(w4, xb_, m0)
+                    r0 = vfma(w5, xc, r0)
+                    l1 = vmul(w0, xa)
+                    m1 = vmul(w1, xb_)
+                    r1 = vmul(w2, xc)
+                    b += W
+                    xa = vload(buf, b - 1)
+                    xb_ = vload(buf, b)
+                    xc = vload(buf, b + 1)
+                    u0 = vfma(vfma(w8, xc, r0), mr, vfma(vfma(w6, xa, l0), ml, vfma(w7, xb_, m0)))
+                    l1 = vfma(w3, xa, l1)
+                    m1 = vfma(w4, xb_, m1)
+                    r1 = vfma(w5, xc, r1)
+                    l2 = vmul(w0, xa)
+                    m2 = vmul(w1, xb_)
+                    r2 = vmul(w2, xc)
+                    b += W
+                    xa = vload(buf, b - 1)
+                    xb_ = vload(buf, b)
+                    xc = vload(buf, b + 1)
+                    u1 = vfma(vfma(w8, xc, r1), mr, vfma(vfma(w6, xa, l1), ml, vfma(w7, xb_, m1)))
+                    l2 = vfma(w3, xa, l2)
+                    m2 = vfma(w4, xb_, m2)
+                    r2 = vfma(w5, xc, r2)
+                    l3 = vmul(w0, xa)
+                    m3 = vmul(w1, xb_)
+                    r3 = vmul(w2, xc)
+                    b += W
+                    xa = vload(buf, b - 1)
+                    xb_ = vload(buf, b)
+                    xc = vload(buf, b + 1)
+                    u2 = vfma(vfma(w8, xc, r2), mr, vfma(vfma(w6, xa, l2), ml, vfma(w7, xb_, m2)))
+                    l3 = vfma(w3, xa, l3)
+                    m3 = vfma(w4, xb_, m3)
+                    r3 = vfma(w5, xc, r3)
+                    b += W
+                    xa = vload(buf, b - 1)
+                    xb_ = vload(buf, b)
+                    xc = vload(buf, b + 1)
+                    u3 = vfma(vfma(w8, xc, r3), mr, vfma(vfma(w6, xa, l3), ml, vfma(w7, xb_, m3)))
+                    o = xb + j  # a vector may run into the next row: recomputed there, same values
+                    _store_tail(yf, o, u0, xb + HW, L)
+                    _store_tail(yf, o + W, u1, xb + HW, L)
+                    _store_tail(yf, o + 2 * W, u2, xb + HW, L)
+                    _store_tail(yf, o + 3 * W, u3, xb + HW, L)
+                j0 += 4 * W
+        jm = (j0 % period) if period else 0
+        for j in range(j0, HW, L):  # the rest (all of a plane narrower than a vector): one vector a step
+            b = G + j
+            left = vfma(w6, vload(buf, b + W - 1), vfma(w3, vload(buf, b - 1), vmul(w0, vload(buf, b - W - 1))))
+            mid = vfma(w7, vload(buf, b + W), vfma(w4, vload(buf, b), vmul(w1, vload(buf, b - W))))
+            right = vfma(w8, vload(buf, b + W + 1), vfma(w5, vload(buf, b + 1), vmul(w2, vload(buf, b - W + 1))))
+            u = vfma(right, vload(mask, period + jm), vfma(left, vload(mask, jm), mid))
+            jm += L
+            if jm == period:
+                jm = 0
+            _store_tail(yf, xb + j, u, xb + HW, L)
+
+
+@njit(inline="always")
+def _store_tail(a, i, v, end, L):
+    """Store v (L lanes) at a[i:i+L], masked to the lanes before ``end``."""
+    if i + L <= end:
+        vstore(a, i, v)
+    elif i < end:
+        vstorem(a, i, v, end - i)
+
+
 WIDE_BELOW = 16  # 3x3 depthwise planes narrower than a vector (or strided) take the wide path
 
 
 @njit(parallel=True, cache=True)
 def depthwise_nchw(x, w, y, sh, sw, ph, pw, nchunks):
-    """groups == C == K, NCHW: ``nchunks`` chunks of planes in parallel. 3x3 stride-1 planes at
-    least WIDE_BELOW wide: _depthwise_chunk (four output rows per pass); smaller or strided 3x3
+    """groups == C == K, NCHW: ``nchunks`` chunks of planes in parallel. 3x3 stride 1 pad 1:
+    _depthwise_flat_chunk (faster than the rows kernel on every MobileNetV2 s1 layer: 1.08x at
+    112x112 to 2.5x at 7x7, kernel CPU time, interleaved); other 3x3 stride-1 planes at least
+    WIDE_BELOW wide: _depthwise_chunk (four output rows per pass); smaller or strided 3x3
     planes: _depthwise_wide_chunk; other filters: the scalar path of _depthwise_chunk. The bodies
     are separate functions because numba's parfor lowering of the inlined body ran ~1.3x slower."""
-    wide = w.shape[2] == 3 and w.shape[3] == 3 and (sh > 1 or sw > 1 or y.shape[3] < WIDE_BELOW)
+    k3 = w.shape[2] == 3 and w.shape[3] == 3
+    flat = k3 and sh == 1 and sw == 1 and ph == 1 and pw == 1
+    wide = k3 and (sh > 1 or sw > 1 or y.shape[3] < WIDE_BELOW)
     for t in prange(nchunks):
-        if wide:
+        if flat:
+            _depthwise_flat_chunk(x, w, y, t, nchunks)
+        elif wide:
             _depthwise_wide_chunk(x, w, y, sh, sw, ph, pw, t, nchunks)
         else:
             _depthwise_chunk(x, w, y, sh, sw, ph, pw, t, nchunks)
