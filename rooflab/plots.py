@@ -629,6 +629,9 @@ def _label_latency_panel(ax, marks: list[dict], pts: list[dict]) -> LabelPlacer:
         xs = _geom(lo, hi, 4)
         cands = [(x, c["value"], 0, dy, "center", "bottom" if dy > 0 else "top") for dy in (3, -3, 10, -10)
                  for x in xs]  # fmt: skip
+        for dy in (3, -3, 10, -10):  # a window at the edge of the chart: the label beside it, inwards
+            va = "bottom" if dy > 0 else "top"
+            cands += [(hi * 1.15, c["value"], 0, dy, "right", va), (lo / 1.15, c["value"], 0, dy, "left", va)]
         placer.place(f"{c['level']} {fmt_ns(c['value'])}{cyc}", cands, required=True, fontsize=7,
                      color=LEVEL_COLORS[c["level"]], bbox=box)  # fmt: skip
     return placer
