@@ -158,3 +158,28 @@ def test_latency_suite_on_a_missing_gpu_is_one_line_exit_2(tmp_path, capsys):
     assert cli.main(["run", "--suite", "latency", "--device", "cuda", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("rooflab:")
+
+
+def test_asv_latency_benchmarks_verify_in_setup(monkeypatch):
+    import dataclasses
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import rooflab.registry as reg
+    from benchmarks import _common, bench_families
+    from rooflab import VerificationError
+
+    labels = bench_families.LatencyCPU.params[0]
+    assert {"latency empty", "latency ufunc", "latency fork_join"} <= set(labels)
+    assert any("tiny chain N=32" in lab for lab in labels) and not any("chase" in lab for lab in labels)
+    monkeypatch.setattr(_common, "_PREPARED", {})
+    bench = bench_families.LatencyCPU()
+    bench.setup("latency ufunc")
+    bench.time_case("latency ufunc")
+    name = "cpu.elementwise.tiny_chain.01-numba-fused"
+    base = reg.get_variant(name)
+    wrong = dataclasses.replace(base, kernel=lambda x, out, n_ops=1, reps=1, threads=None: base.kernel(x, out, n_ops=1))
+    monkeypatch.setitem(reg._REGISTRY, name, wrong)  # runs one op of N: must fail verification, not time
+    with pytest.raises(VerificationError):
+        bench.setup(f"tiny chain N=4 {name}")
