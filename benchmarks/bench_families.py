@@ -1,4 +1,4 @@
-"""The kernel families in asv: for each family's quick suite (the same cases `rooflab run --suite
+"""The kernel families in asv (gemm, conv, elementwise, chase, latency): for each family's quick suite (the same cases `rooflab run --suite
 FAMILY --quick` measures), variant 0 (the library) and the top rung of each op, so a regression of
 either our best kernel or the library shows up across commits. Parameters come from the families'
 own declarations (rooflab.registry.family_cases); setup builds and verifies once per process; a
@@ -6,7 +6,7 @@ kernel that fails its check fails its benchmark instead of producing a number.""
 
 from ._common import bench_params, prepared
 
-FAMILIES = ("gemm", "conv", "elementwise", "chase")
+FAMILIES = ("gemm", "conv", "elementwise", "chase", "latency")
 
 
 def _selected(family):
@@ -33,8 +33,9 @@ def _selected(family):
 NONE = "none"  # the parameter of a family this rooflab does not have (asv shows the benchmark skipped)
 
 
-def _labels(family):
-    return [c.label or c.variant for c in _selected(family)] or [NONE]
+def _labels(family, skip=()):
+    """Parameter values: the selected cases' labels, less those of the families in ``skip``."""
+    return [c.label or c.variant for c in _selected(family) if c.variant.split(".")[1] not in skip] or [NONE]
 
 
 def _prepare(family, label):
@@ -126,4 +127,13 @@ class ElementwiseCPU(_Family):
 class ChaseCPU(_Family):
     family = "chase"
     params = (_labels("chase"),)
+    param_names = ["case"]
+
+
+class LatencyCPU(_Family):
+    """The `latency` suite's CPU paths (dispatch, tiny chains op by op and fused); its pointer chase
+    is ChaseCPU's. One call per sample: asv repeats it."""
+
+    family = "latency"
+    params = (_labels("latency", skip=("chase",)),)
     param_names = ["case"]

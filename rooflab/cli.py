@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--suite",
         default="ceilings",
-        help="comma-separated: ceilings (default), models, or a kernel family (gemm, conv, elementwise, chase, ...)",
+        help="comma-separated: ceilings (default), models, latency (every latency path), or a kernel family "
+        "(gemm, conv, elementwise, chase, ...)",
     )
     r.add_argument("--quick", action="store_true", help="smaller budgets and sweeps (~1 min on 2 cores)")
     r.add_argument("--threads", type=int, default=None, help="threads for the all-core figures (default: all cores)")

@@ -193,6 +193,8 @@ def cmd_run(args) -> int:
             if suite == "ceilings":
                 _summary(writer.data)
                 _agreement(writer, out)
+            elif writer.data.get("ceilings"):  # a family suite that derives ceilings (latency, chase)
+                _summary(writer.data)
             else:
                 for e in writer.data.get("errors", []):
                     print(f"error: {e.get('label')}: {e['error']}")
@@ -248,11 +250,15 @@ def _run_suite(suite, device, driver, writer, args, threads, max_ws, progress):
         if not cases:
             raise RooflabError(f"suite {suite!r} has nothing to measure on {device}", "pick another --device")
         progress.start(len(cases))
+        if device == "cpu":
+            driver.probe_clock(1)  # the clock cycles per load are counted at (chase)
         driver.run(cases, writer, progress)
         progress.done(None)
         from . import family_report
+        from .registry import family_ceilings
 
         family_report.add_pct_of_library(writer.data["records"])
+        writer.data["ceilings"] = family_ceilings(suite, device, writer.data)
         writer.save()
 
 
@@ -365,6 +371,10 @@ def cmd_plot(args) -> int:
         files = family_report.chart(data, stem.with_suffix("") if stem.suffix in (".png", ".svg") else stem, ceilings)
     elif args.output and stem.suffix in (".png", ".svg"):
         files = plots.roofline(data, stem, ops=data.get("ops_placed"))
+    elif data.get("suite") not in (None, "ceilings", "models"):  # a family's run: the chart `run` drew
+        from . import family_report
+
+        files = family_report.chart(data, stem)
     else:
         files = plots.all_plots(data, stem, ops=data.get("ops_placed"))
     for f in files:

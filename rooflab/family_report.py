@@ -4,7 +4,9 @@ as a table and as a chart of rate versus problem size per variant.
 "% of library" divides a rung's rate by variant 0's on the same shape, dtype and thread count in
 the same run (ratios measured in one run survive a shared machine; absolute times across runs do
 not). The rate is GFLOP/s where the case does arithmetic, GB/s where it only moves data, and the
-time per call (lower is better) for latency cases.
+time per call (lower is better) for latency cases (ns per load for a pointer chase, ns per chain
+for the tiny-op chains). The latency suites (`latency`, `chase`) are drawn as the latency chart and
+the latency staircase (rooflab.plots) instead of rate against size.
 """
 
 from __future__ import annotations
@@ -35,7 +37,16 @@ def _case_key(rec: dict) -> tuple:
 
 
 def rate(rec: dict) -> tuple[float | None, str]:
-    """The figure a record is judged by: (value, unit); higher is better except for 'ns'."""
+    """The figure a record is judged by: (value, unit); higher is better except for 'ns'. A pointer
+    chase is judged by its ns per load, a tiny-op chain by its ns per chain (latency cases)."""
+    if rec.get("family") == "chase" and rec.get("time_s"):
+        from .families.chase import ns_per_hop
+
+        return ns_per_hop(rec), "ns"
+    if rec.get("family") in ("latency", "launch") and rec.get("ns_per_launch"):
+        return rec["ns_per_launch"]["median"], "ns"
+    if rec.get("group") == "tiny_chain" and rec.get("time_s"):
+        return rec["time_s"]["median"] / max(int(rec.get("reps") or 1), 1) * 1e9, "ns"
     if rec.get("gflops") and rec["gflops"].get("median"):
         return rec["gflops"]["median"], "GFLOP/s"
     if rec.get("gbps") and rec["gbps"].get("median"):
@@ -78,12 +89,24 @@ def _size(rec: dict) -> float:
     return (w.get("flops") or w.get("bytes") or rec.get("working_set_bytes") or 0) / reps
 
 
+LATENCY_SUITES = ("latency", "chase")
+
+
 def chart(result: dict, out: Path, ceilings: dict | None = None) -> list[Path]:
-    """Rate versus problem size (FLOPs per call, else bytes) per variant, one panel per unit;
+    """A latency suite (latency, chase): the latency chart (rooflab.plots.latency: a row per path,
+    the tiny chains against N) and, with chase records, the latency staircase. Any other family:
+    rate versus problem size (FLOPs per call, else bytes) per variant, one panel per unit;
     variant 0 drawn black. Points are not joined: a family's cases mix shapes (square, skinny,
     GEMV) whose rates do not lie on one curve. With a ceilings result of this machine, its compute
     peaks (GFLOP/s panel) and memory roofs (GB/s panel) at the run's thread counts are drawn
     across. PNG and SVG."""
+    if result.get("suite") in LATENCY_SUITES:
+        from . import plots
+
+        files = plots.latency(result, Path(f"{out}.latency"))
+        if plots.chase_points(result):
+            files += plots.bandwidth(result, Path(f"{out}.staircase"))
+        return files
     import matplotlib
 
     matplotlib.use("Agg")

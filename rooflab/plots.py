@@ -6,8 +6,17 @@
              they are drawn for and continued dotted up to higher peaks), measured compute peaks per
              dtype (flat, with their kernel), theoretical peaks dashed, intensity-sweep points, and
              placed model ops (marker = model, colour = class, size = share of its model's time)
+             and, in a boxed note, the dispatch (CPU) or launch (GPU) latency floor: below a few
+             times that per call, an op's time is overhead, whatever its intensity
   bandwidth  the staircase: GB/s against working-set size per kernel, with the OS cache sizes,
-             each level's window and where its plateau really ends
+             each level's window and where its plateau really ends; with pointer-chase records a
+             second panel under it (same x axis, same cache lines and level shading): ns per load
+             by working set, each level's latency ceiling drawn across its window
+  latency    the latency chart: one row per latency path (dispatch empty / ufunc / fork-join,
+             memory L1 .. DRAM, launch enqueue / round trip / graph node, small host<->device
+             copies), median, p20-p80 bar, min-max whisker and the samples (or the per-size points
+             of a memory level) on a log ns axis; with tiny-chain records a second panel: ns per
+             chain of N tiny ops, op by op versus fused, against N
 
 Labels never overlap: every label is placed greedily (peaks, then roofs, theoretical peaks, cache
 sizes, then ops, heaviest first) at the first of its candidate spots whose box is inside the axes
@@ -36,7 +45,7 @@ from matplotlib.text import Text  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
 from .memory import fmt_bytes  # noqa: E402
-from .roofline import Roofline, capacity  # noqa: E402
+from .roofline import Roofline, capacity, level_windows  # noqa: E402
 
 LEVEL_COLORS = {
     "L1": "#1b9e77",
@@ -376,7 +385,41 @@ def _panel(ax, result, rf: Roofline, threads, ops, markers) -> dict:
     ax.grid(True, which="major", alpha=0.3)
     if handles:
         ax.legend(handles=handles, loc="lower right", fontsize=7, framealpha=0.9)
-    return {"peaks": peak_info, "roofs": roof_info, "theo": theo, "ops": op_pts, "sweep": sweep, "xlim": (xmin, xmax)}
+    return {
+        "peaks": peak_info,
+        "roofs": roof_info,
+        "theo": theo,
+        "ops": op_pts,
+        "sweep": sweep,
+        "xlim": (xmin, xmax),
+        "ylim": (ymin, ymax),
+        "floor": overhead_floor(result),
+    }
+
+
+def fmt_ns(v: float) -> str:
+    """A duration given in ns, in the unit that reads best (ns, us, ms)."""
+    if v < 1e3:
+        return f"{v:.3g} ns"
+    if v < 1e6:
+        return f"{v / 1e3:.3g} us"
+    return f"{v / 1e6:.3g} ms"
+
+
+def overhead_floor(result: dict) -> str | None:
+    """The boxed note of a roofline panel: the per-call latency floor (dispatch paths on the CPU,
+    launch paths on the GPU; not memory latency, which no call pays as a whole), or None."""
+    lat = [c for c in result.get("ceilings", []) if c["kind"] == "latency" and not c.get("level")]
+    if not lat:
+        return None
+    parts = []
+    for c in lat:
+        what = c["name"].split(":", 1)[-1].strip().replace("_", "/")
+        if c.get("threads", 0) > 1:
+            what += f" ({c['threads']}T)"
+        parts.append(f"{what} {fmt_ns(c['value'])}")
+    head = "launch" if result.get("device") == "cuda" else "dispatch"
+    return f"{head} latency per call: " + ", ".join(parts) + "\nops within ~2x of it are overhead-bound"
 
 
 def _dt_names(top_of: dict, values: list[float]) -> str:
@@ -442,6 +485,24 @@ def _place_labels(ax, panel: dict, label_top: int) -> None:
             f"theoretical {dt} {g:.4g}", cands, required=True, avoid_lines=True, color=color, fontsize=6.5, bbox=box
         )
         notes.append(f"theoretical {dt}: {p['formula']}" + (" (FMA units assumed)" if p.get("assumed_units") else ""))
+    if panel.get("floor"):  # the latency floor, boxed, in a free corner (else named under the panel)
+        ylo, yhi = panel["ylim"]
+        cands = [
+            (x, y, dx, dy, ha, va)
+            for x, dx, ha in ((xmin, 4, "left"), (xmax, -4, "right"))
+            for y, dy, va in ((yhi, -4, "top"), (ylo, 4, "bottom"))
+        ]
+        cands += [(x, yhi, 0, -4, "center", "top") for x in _geom(xmin * 4, xmax / 4, 6)]
+        placer.place(
+            panel["floor"],
+            cands,
+            required=True,
+            arrow_beyond_pt=1e9,
+            avoid_lines=True,
+            fontsize=6.5,
+            color="#555555",
+            bbox={"fc": "#f4f4f4", "ec": CLASS_COLORS["latency-bound"], "lw": 0.6, "alpha": 0.9, "pad": 2.0},
+        )
     # ops: the heaviest first, around the marker, further out with a leader line
     heavy = sorted(panel["ops"], key=lambda os_: -os_[0].get("total_time_s", 0))[:label_top]
     for o, s in heavy:
@@ -482,23 +543,136 @@ def _theoretical(result: dict) -> list[dict]:
 # ---- bandwidth staircase --------------------------------------------------------------------------
 
 
-def bandwidth_figure(result: dict):
-    """Staircase Figure, one panel per thread count with sweep points."""
-    pts = [p for p in result.get("sweeps", {}).get("bandwidth", []) if p.get("gbps") and p.get("status", "ok") == "ok"]
-    counts = sorted({p["threads"] for p in pts}) or [1]
-    fig, axes = plt.subplots(1, len(counts), figsize=(7.5 * len(counts), 4.8), squeeze=False)
-    ceilings = result.get("ceilings", [])
+def chase_points(result: dict) -> list[dict]:
+    """The latency staircase of a result: one point per pointer-chase working set (bytes, ns per
+    load, cycles, variant, level), from its records."""
+    from .families.chase import staircase
+
+    return staircase([r for r in result.get("records", []) if r.get("family") == "chase"])
+
+
+def _staircase_caches(result: dict) -> list[dict]:
     if result.get("device") == "cuda":  # the GPU's L2 is the level that matters on a device sweep
         gpu = result["machine"].get("gpu", {})
-        caches = (
+        return (
             [{"name": "L2", "size_bytes": gpu["l2_bytes"], "private": False, "instances": 1, "shared_by_cpus": 1}]
             if gpu.get("l2_bytes")
             else []
         )
-    else:
-        caches = result["machine"].get("cpu", {}).get("caches", [])
+    return result["machine"].get("cpu", {}).get("caches", [])
+
+
+def _level_spans(result: dict, caches: list[dict], threads: int, kind: str) -> list[tuple[str, float, float | None]]:
+    """(level, lo, hi) windows to shade: the OS caches' windows on the CPU; on the GPU, where the
+    ceilings of ``kind`` took their points."""
+    if result.get("device") != "cuda":
+        return [(w["level"], w["lo"], w["hi"]) for w in level_windows(caches, max(threads, 1))]
+    out = []
+    for c in result.get("ceilings", []):
+        if c["kind"] == kind and c.get("level") and c.get("points_bytes"):
+            out.append((c["level"], min(c["points_bytes"]) / 1.2, max(c["points_bytes"]) * 1.2))
+    return out
+
+
+def _shade_levels(ax, spans) -> None:
+    """Light level-coloured bands behind the data (limits frozen first: bands never move them)."""
+    xlo, xhi = ax.get_xlim()
+    for level, lo, hi in spans:
+        a, b = max(lo or xlo, xlo), min(hi or xhi, xhi)
+        if b > a:
+            ax.axvspan(a, b, color=LEVEL_COLORS.get(level, "#999999"), alpha=0.07, lw=0, zorder=0)
+    ax.set_xlim(xlo, xhi)
+
+
+def _latency_panel(ax, result: dict, pts: list[dict]) -> list:
+    """ns per load against working set, one line per chase variant, each level's latency ceiling
+    drawn across its points; returns the (ceiling, y) marks to label once the layout is final."""
+    styles = ["-o", "--s", ":^"]
+    for i, variant in enumerate(sorted({p["variant"] for p in pts}, key=lambda v: (not v.endswith("hugepages"), v))):
+        sel = [p for p in pts if p["variant"] == variant]
+        ax.plot([p["bytes"] for p in sel], [p["ns"] for p in sel], styles[i % 3], ms=3.5, lw=1.2,
+                color="#333333" if i == 0 else "#888888", label=variant.split(".")[-1])  # fmt: skip
+        noisy = [p for p in sel if p["noisy"]]
+        if noisy:
+            ax.scatter([p["bytes"] for p in noisy], [p["ns"] for p in noisy], facecolors="none", edgecolors="red",
+                       s=40, zorder=5)  # fmt: skip
+    marks = []
+    for c in result.get("ceilings", []):
+        if c["kind"] == "latency" and c.get("level") in LEVEL_COLORS and c.get("points_bytes"):
+            lo, hi = min(c["points_bytes"]), max(c["points_bytes"])
+            ax.plot([lo / 1.15, hi * 1.15], [c["value"]] * 2, color=LEVEL_COLORS[c["level"]], lw=3, alpha=0.8,
+                    solid_capstyle="butt", zorder=4)  # fmt: skip
+            marks.append(c)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ys = [p["ns"] for p in pts]
+    ax.set_ylim(min(ys) / 1.8, max(ys) * 1.8)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_bytes(v) if v >= 1 else ""))
+    ax.tick_params(axis="x", labelrotation=45, labelsize=7.5)
+    ax.set_xlabel("working set")
+    ax.set_ylabel("latency [ns per load]")
+    enough_log_ticks(ax, "y")
+    who = "one thread on the GPU" if result.get("device") == "cuda" else "1 thread"
+    ax.set_title(f"memory latency, dependent pointer chase ({who}; red ring = noisy)", fontsize=9)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7.5, loc="upper left")
+    return marks
+
+
+def _label_latency_panel(ax, marks: list[dict], pts: list[dict]) -> LabelPlacer:
+    placer = LabelPlacer(ax)
+    placer.avoid_points([p["bytes"] for p in pts], [p["ns"] for p in pts], radius_pt=2.5)
+    box = {"fc": "white", "ec": "none", "alpha": 0.8, "pad": 0.5}
+    for c in marks:
+        lo, hi = min(c["points_bytes"]), max(c["points_bytes"])
+        cyc = f", {c['cycles']:.3g} cycles" if c.get("cycles") else ""
+        xs = _geom(lo, hi, 4)
+        cands = [(x, c["value"], 0, dy, "center", "bottom" if dy > 0 else "top") for dy in (3, -3, 10, -10)
+                 for x in xs]  # fmt: skip
+        for dy in (3, -3, 10, -10):  # a window at the edge of the chart: the label beside it, inwards
+            va = "bottom" if dy > 0 else "top"
+            cands += [(hi * 1.15, c["value"], 0, dy, "right", va), (lo / 1.15, c["value"], 0, dy, "left", va)]
+        placer.place(f"{c['level']} {fmt_ns(c['value'])}{cyc}", cands, required=True, fontsize=7,
+                     color=LEVEL_COLORS[c["level"]], bbox=box)  # fmt: skip
+    return placer
+
+
+def _cache_lines(ax, placer, caches, threads, lo, hi) -> None:
+    xlo, xhi = ax.get_xlim()
+    for c in caches:
+        cap = capacity(c, threads)
+        if not xlo < cap < xhi:
+            continue
+        ax.axvline(cap, color="#888888", ls=":", lw=1)
+        ys = list(np.geomspace(lo * 1.05, hi / 1.5, 8))
+        cands = [(cap, y, -2, 0, "right", "bottom") for y in ys] + [(cap, y, 2, 0, "left", "bottom") for y in ys]
+        placer.place(
+            f"{c['name']} {fmt_bytes(cap)} (OS)", cands, required=True, rotation=90, fontsize=7, color="#555555"
+        )
+
+
+def bandwidth_figure(result: dict):
+    """Staircase Figure, one panel per thread count with sweep points; with pointer-chase points,
+    the latency staircase under the 1-thread (GPU: the device's) panel, sharing its x axis."""
+    pts = [p for p in result.get("sweeps", {}).get("bandwidth", []) if p.get("gbps") and p.get("status", "ok") == "ok"]
+    chase = chase_points(result)
+    counts = sorted({p["threads"] for p in pts}) or ([] if chase else [1])
+    rows = (1 if counts else 0) + (1 if chase else 0)
+    cols = max(len(counts), 1)
+    fig, axes = plt.subplots(rows, cols, figsize=(7.5 * cols, 4.8 * rows), squeeze=False)
+    caches = _staircase_caches(result)
+    ceilings = result.get("ceilings", [])
+    lat_ax = None
+    if chase:  # under the 1-thread panel (the chase is one thread), the other cells of the row removed
+        col = counts.index(min(counts)) if counts else 0
+        lat_ax = axes[-1][col]
+        for i, ax in enumerate(axes[-1]):
+            if i != col:
+                fig.delaxes(ax)
+        if counts:
+            lat_ax.sharex(axes[0][col])
     later = []
-    for ax, t in zip(axes[0], counts):
+    for ax, t in zip(axes[0] if counts else [], counts):
         ys_all = []
         for kernel in sorted({p["kernel"] for p in pts}):
             sel = sorted(
@@ -551,25 +725,31 @@ def bandwidth_figure(result: dict):
         ax.grid(True, which="minor", alpha=0.1)
         ax.legend(fontsize=8, loc="upper right")
         later.append((ax, t, marks, pts))
-    fig.suptitle(_title(result, "Bandwidth by working set"), fontsize=11)
+    lat_marks = _latency_panel(lat_ax, result, chase) if lat_ax is not None else []
+    if lat_ax is not None and counts:  # one x range for both panels of the column
+        top = lat_ax.get_shared_x_axes().get_siblings(lat_ax)
+        xs = [p["bytes"] for p in chase] + [p["working_set_bytes"] for p in pts if p["threads"] == min(counts)]
+        for a in top:
+            a.set_xlim(min(xs) / 1.4, max(xs) * 1.4)
+    for ax, t, _, _ in later:
+        _shade_levels(ax, _level_spans(result, caches, t, "bandwidth"))
+    if lat_ax is not None:
+        _shade_levels(lat_ax, _level_spans(result, caches, 1, "latency"))
+    what = "Bandwidth by working set" if counts else "Memory latency by working set"
+    fig.suptitle(_title(result, what + (" (and latency)" if counts and chase else "")), fontsize=11)
     fig.tight_layout()
     fig.canvas.draw()
+    if lat_ax is not None:
+        placer = _label_latency_panel(lat_ax, lat_marks, chase)
+        lo, hi = lat_ax.get_ylim()
+        _cache_lines(lat_ax, placer, caches, 1 if result.get("device") != "cuda" else 0, lo, hi)
+        placer.flush_notes()
     for ax, t, marks, pts_ in later:
         placer = LabelPlacer(ax)
         sel = [p for p in pts_ if p["threads"] == t]
         placer.avoid_points([p["working_set_bytes"] for p in sel], [p["gbps"]["median"] for p in sel], radius_pt=2.5)
         lo, hi = ax.get_ylim()
-        xlo, xhi = ax.get_xlim()
-        for c in caches:
-            cap = capacity(c, t)
-            if not xlo < cap < xhi:
-                continue
-            ax.axvline(cap, color="#888888", ls=":", lw=1)
-            ys = list(np.geomspace(lo * 1.05, hi / 1.5, 8))
-            cands = [(cap, y, -2, 0, "right", "bottom") for y in ys] + [(cap, y, 2, 0, "left", "bottom") for y in ys]
-            placer.place(
-                f"{c['name']} {fmt_bytes(cap)} (OS)", cands, required=True, rotation=90, fontsize=7, color="#555555"
-            )
+        _cache_lines(ax, placer, caches, t, lo, hi)
         for c, y in marks:
             cands = [
                 (c["plateau_end_bytes"], y, dx, dy, ha, va)
@@ -593,9 +773,164 @@ def bandwidth(result: dict, out: Path) -> list[Path]:
     return _save(bandwidth_figure(result), out)
 
 
+# ---- latency chart ---------------------------------------------------------------------------------
+
+LATENCY_GROUPS = ("dispatch", "launch", "memory", "transfer")
+GROUP_COLORS = {"dispatch": "#377eb8", "launch": "#984ea3", "memory": "#d95f02", "transfer": "#666666"}
+
+
+def _group(c: dict) -> str:
+    name = c["name"]
+    if name.startswith("memory latency"):
+        return "memory"
+    return name.split(":", 1)[0] if ":" in name else "dispatch"
+
+
+def _row_label(c: dict) -> str:
+    if c["name"].startswith("memory latency"):
+        cyc = f", {c['cycles']:.3g} cyc" if c.get("cycles") else ""
+        return f"memory {c['level']}{cyc}"
+    label = c["name"].replace("_", "-")
+    if c.get("threads", 0) > 1:
+        label += f" ({c['threads']}T)"
+    return label
+
+
+def _samples_ns(result: dict, c: dict) -> list[float]:
+    """The values behind a ceiling: a memory level's per-size points, else the timed samples of
+    the record it was taken from (seconds per call / calls' launches)."""
+    if c["name"].startswith("memory latency"):
+        return [p["ns"] for p in chase_points(result) if p["variant"] == c.get("kernel") and
+                p["bytes"] in set(c.get("points_bytes") or [])]  # fmt: skip
+    for r in result.get("records", []):
+        if (
+            r.get("status") == "ok"
+            and r.get("variant") == c.get("kernel")
+            and r.get("threads") == c.get("threads", r.get("threads"))
+            and r.get("ns_per_launch")
+            and abs(r["ns_per_launch"]["median"] - c["value"]) <= 1e-9 * max(c["value"], 1)
+            and (r.get("work") or {}).get("launches")
+        ):
+            return [x * 1e9 / r["work"]["launches"] for x in r.get("samples_s") or []]
+    return []
+
+
+def latency_rows(result: dict) -> list[dict]:
+    """One row per latency ceiling, grouped (dispatch, launch, memory, transfer), each with its
+    stats and the values behind it."""
+    rows = []
+    for c in result.get("ceilings", []):
+        if c["kind"] != "latency" or not c.get("stats"):
+            continue
+        rows.append({"label": _row_label(c), "group": _group(c), "ceiling": c, "values": _samples_ns(result, c)})
+    order = {g: i for i, g in enumerate(LATENCY_GROUPS)}
+    levels = {name: i for i, name in enumerate(Roofline.LEVEL_ORDER)}
+    return sorted(
+        rows, key=lambda r: (order.get(r["group"], 9), levels.get(r["ceiling"].get("level"), 0), r["ceiling"]["value"])
+    )
+
+
+def chain_points(result: dict) -> list[dict]:
+    """ns per chain of N tiny ops (the elementwise family's tiny chain), op by op and fused."""
+    out = []
+    for r in result.get("records", []):
+        if r.get("status") == "ok" and r.get("group") == "tiny_chain" and r.get("time_s"):
+            ns = r["time_s"]["median"] / max(int(r.get("reps") or 1), 1) * 1e9
+            out.append({"n_ops": int(r["n_ops"]), "ns": ns, "fused": bool(r.get("fused")), "variant": r["variant"]})
+    return sorted(out, key=lambda p: (p["fused"], p["n_ops"]))
+
+
+def latency_figure(result: dict):
+    """The latency chart (None when the result has no latency path)."""
+    rows = latency_rows(result)
+    chain = chain_points(result)
+    if not rows and not chain:
+        return None
+    panels = (1 if rows else 0) + (1 if chain else 0)
+    height = max(3.2, 0.9 + 0.36 * len(rows))
+    fig, axes = plt.subplots(1, panels, figsize=(7.5 + 5.0 * (panels - 1), height), squeeze=False,
+                             gridspec_kw={"width_ratios": [1.5, 1][:panels]})  # fmt: skip
+    values_text = []
+    if rows:
+        ax = axes[0][0]
+        ys = np.arange(len(rows))[::-1]
+        xs_all = []
+        for y, row in zip(ys, rows):
+            st, color = row["ceiling"]["stats"], GROUP_COLORS.get(row["group"], "#333333")
+            lo, hi = st.get("min", st["median"]), st.get("max", st["median"])
+            ax.plot([lo, hi], [y, y], color=color, lw=0.8, zorder=2)
+            ax.plot([st.get("p20", st["median"]), st.get("p80", st["median"])], [y, y], color=color, lw=6,
+                    alpha=0.45, solid_capstyle="butt", zorder=3)  # fmt: skip
+            ax.plot([st["median"]], [y], marker="D", color=color, ms=5, mec="black", mew=0.5, zorder=5)
+            vals = row["values"]
+            if vals:
+                jitter = np.random.default_rng(len(vals)).uniform(-0.18, 0.18, len(vals))
+                ax.scatter(vals, y + jitter, s=5, color="#222222", alpha=0.35, lw=0, zorder=4)
+            xs_all += [lo, hi, *vals]
+            values_text.append(
+                (y, max([hi, *vals]), fmt_ns(st["median"]) + (" (noisy)" if row["ceiling"].get("noisy") else ""))
+            )
+        ax.set_yticks(ys)
+        ax.set_yticklabels([r["label"] for r in rows], fontsize=7.5)
+        ax.set_xscale("log")
+        pos = [x for x in xs_all if x > 0]
+        ax.set_xlim(min(pos) / 2, max(pos) * 12)
+        ax.set_ylim(-0.7, len(rows) - 0.3)
+        enough_log_ticks(ax, "x", lambda v, _: fmt_ns(v))
+        ax.tick_params(axis="x", labelsize=7)
+        ax.set_xlabel("latency per call / per load (log)")
+        ax.grid(True, axis="x", which="major", alpha=0.3)
+        groups = sorted({r["group"] for r in rows}, key=lambda g: LATENCY_GROUPS.index(g) if g in LATENCY_GROUPS else 9)
+        handles = [Line2D([], [], ls="", marker="D", color=GROUP_COLORS.get(g, "#333"), mec="black", mew=0.5, label=g)
+                   for g in groups]  # fmt: skip
+        handles.append(Line2D([], [], color="#999999", lw=6, alpha=0.45, label="p20-p80"))
+        ax.legend(handles=handles, fontsize=7, loc="lower right", framealpha=0.9)
+        ax.set_title("latency per path: median (diamond), p20-p80 (bar), min-max, samples (dots)", fontsize=9)
+    if chain:
+        ax2 = axes[0][-1]
+        for fused, style, name in (
+            (False, "-o", "op by op (numpy: N ufunc calls)"),
+            (True, "-s", "fused (one @njit call)"),
+        ):
+            sel = [p for p in chain if p["fused"] == fused]
+            if sel:
+                ax2.plot([p["n_ops"] for p in sel], [p["ns"] for p in sel], style, ms=4, label=name)
+        ufunc = next((r["ceiling"] for r in rows if r["ceiling"]["name"] == "dispatch: ufunc"), None)
+        if ufunc:  # what N separate dispatches cost at the measured per-call floor
+            ns_ = sorted({p["n_ops"] for p in chain})
+            ax2.plot(ns_, [n * ufunc["value"] for n in ns_], ":", color="#999999", label="N x dispatch: ufunc")
+        ax2.set_xscale("log", base=2)
+        ax2.set_yscale("log")
+        ax2.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        enough_log_ticks(ax2, "y", lambda v, _: fmt_ns(v))
+        ax2.set_xlabel("N tiny ops (8 elements each)")
+        ax2.set_ylabel("time per chain")
+        ax2.set_title("dispatch overhead grows with N op by op, not fused", fontsize=9)
+        ax2.grid(True, which="major", alpha=0.3)
+        ax2.legend(fontsize=7, loc="upper left")
+    fig.suptitle(_title(result, "Latency"), fontsize=11)
+    fig.tight_layout()
+    fig.canvas.draw()
+    if rows:
+        ax = axes[0][0]
+        placer = LabelPlacer(ax)
+        for y, x, text in values_text:
+            placer.place(text, [(x, y, dx, 0, "left", "center") for dx in (5, 14, 30)], required=True,
+                         arrow_beyond_pt=1e9, fontsize=6.5, color="#222222")  # fmt: skip
+        placer.flush_notes()
+    return fig
+
+
+def latency(result: dict, out: Path) -> list[Path]:
+    """Latency chart, saved as PNG and SVG next to ``out`` (nothing when there is no latency path)."""
+    fig = latency_figure(result)
+    return _save(fig, out) if fig is not None else []
+
+
 def all_plots(result: dict, stem: Path, ops: list[dict] | None = None) -> list[Path]:
     stem = Path(stem)
     files = roofline(result, stem.parent / (stem.name + ".roofline"), ops=ops)
-    if result.get("sweeps", {}).get("bandwidth"):
+    if result.get("sweeps", {}).get("bandwidth") or chase_points(result):
         files += bandwidth(result, stem.parent / (stem.name + ".bandwidth"))
+    files += latency(result, stem.parent / (stem.name + ".latency"))
     return files

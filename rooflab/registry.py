@@ -193,3 +193,14 @@ def family_cases(family: str, device: str, quick: bool, threads: list[int]) -> l
     for mod in _suite_modules(family, device):
         cases += [c for c in mod.cases(quick=quick, threads=threads) if get_variant(c.variant).device == device]
     return check_cases(cases)
+
+
+def family_ceilings(family: str, device: str, data: dict) -> list[dict]:
+    """Ceilings a family's suite derives from its records (modules that declare ``ceilings(data)``:
+    the `latency` and `chase` suites give `latency` ceilings), or none."""
+    out = []
+    for mod in _suite_modules(family, device):
+        fn = getattr(mod, "ceilings", None)
+        if callable(fn):
+            out += fn(data)
+    return out

@@ -1,6 +1,7 @@
 """Self-contained HTML characterization pages (no CDN, no external file: opens offline).
 
-One result file gives its machine description, the roofline, the bandwidth staircase, the latency
+One result file gives its machine description, the roofline, the bandwidth staircase (with the
+latency staircase under it when the result has pointer-chase records), the latency chart and
 table, every ceiling with its spread and the model ops placed on it. Several result files add a
 comparison view: their roofs overlaid on one chart and their ceilings side by side with ratios.
 Figures are inline PNGs (base64); a small inline script marks the page as rendered once every
@@ -127,23 +128,26 @@ def _ceilings_section(d: dict) -> str:
 
 
 def _latency_section(d: dict) -> str:
+    from . import plots
+
     rows = [
         [
             c["name"],
             _num(c["value"], "{:.1f}"),
             _num(c["stats"].get("p20"), "{:.1f}"),
             _num(c["stats"].get("p80"), "{:.1f}"),
+            _num(c.get("cycles"), "{:.1f}"),
         ]
         for c in d.get("ceilings", [])
         if c["kind"] == "latency"
     ]
+    if not rows:
+        return ""
     return (
-        (
-            "<h2>Latency</h2><p class='muted'>Fixed cost per call; an op within 2x of it is latency-bound.</p>"
-            + _table(["path", "median ns", "p20", "p80"], rows)
-        )
-        if rows
-        else ""
+        "<h2>Latency</h2><p class='muted'>Dispatch and launch: fixed cost per call; an op within 2x of it is "
+        "latency-bound. Memory: ns per dependent load (pointer chase), cycles at the measured clock.</p>"
+        + _png_of(plots.latency, d)
+        + _table(["path", "median ns", "p20", "p80", "cycles"], rows)
     )
 
 
@@ -273,8 +277,8 @@ def build(results: list[dict]) -> str:
         parts.append(_machine_section(d))
         if d.get("ceilings"):
             parts.append("<h2>Roofline</h2>" + _png_of(plots.roofline, d, ops=d.get("ops_placed")))
-        if d.get("sweeps", {}).get("bandwidth"):
-            parts.append("<h2>Bandwidth staircase</h2>" + _png_of(plots.bandwidth, d))
+        if d.get("sweeps", {}).get("bandwidth") or plots.chase_points(d):
+            parts.append("<h2>Bandwidth and latency staircase</h2>" + _png_of(plots.bandwidth, d))
         parts += [_ceilings_section(d), _latency_section(d), _sweep_section(d), _ops_section(d)]
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -1,5 +1,6 @@
-"""The `ceilings` suite on the CPU: clock, dispatch latency, FMA peaks, the bandwidth staircase and
-the intensity sweep, measured with the kernels of kernels/cpu and turned into ceilings.
+"""The `ceilings` suite on the CPU: clock, dispatch latency, FMA peaks, the bandwidth staircase,
+memory latency per level (pointer chase) and the intensity sweep, measured with the kernels of
+kernels/cpu and turned into ceilings.
 
 Time budget (this 2-core VM): --quick ~1 min, full ~10 min. The large sizes dominate: a 2 GiB
 pass at ~20 GB/s is 0.1 s, and a DRAM-sized intensity point at 256 FLOP/B would take seconds per
@@ -86,18 +87,28 @@ def intensity_points(plan: Plan) -> list[tuple[int, int]]:
 
 
 def latency_cases(threads_all: int) -> list[Case]:
-    calls = {"cpu.latency.empty": 20000, "cpu.latency.ufunc": 5000, "cpu.latency.fork_join": 200}
-    return [
-        Case(
-            name,
-            size=threads_all if name.endswith("fork_join") else 8,
-            threads=threads_all if name.endswith("fork_join") else 1,
-            label=f"latency {name.split('.')[-1]}",
-            meta={"kernel": name.split(".")[-1]},
-            timing={"reps": reps, "cv_limit": 0.15},
-        )
-        for name, reps in calls.items()
-    ]
+    """The CPU dispatch paths (the latency family's declaration)."""
+    from .families.latency import dispatch_cases
+
+    return dispatch_cases(threads_all)
+
+
+def chase_cases(plan: Plan, caches: list[dict], max_ws: int) -> list[Case]:
+    """Memory latency per level: the chase family's suite (1 thread, 8 KiB to 4x the LLC, at most
+    the run's largest working set), run once. Beyond the LLC one hop is ~100 ns and a call walks
+    the whole cycle (2M hops at 4x a 32 MiB LLC: ~0.2-0.3 s), so those sizes take 3 samples and,
+    in --quick, one attempt."""
+    from dataclasses import replace
+
+    from .families import chase
+
+    llc = caches[-1]["size_bytes"] if caches else None
+    out = []
+    for c in chase.cases(plan.quick, [1], llc=llc, max_bytes=max_ws):
+        if llc and c.size > llc:
+            c = replace(c, timing={**c.timing, "min_samples": 3, **({"max_attempts": 1} if plan.quick else {})})
+        out.append(c)
+    return out
 
 
 def peak_cases(plan: Plan, l1_bytes: int) -> list[Case]:
@@ -289,30 +300,13 @@ def derive_ceilings(data: dict) -> list[dict]:
     for threads in sorted({p["threads"] for p in pts}):
         for kernel in KERNELS:
             out.extend(roofline.bandwidth_ceilings(pts, caches, threads, kernel))
-    # latency: per path the fastest pass (a floor is a lower bound of what a call costs)
-    by_variant: dict = {}
-    for r in recs:
-        if r["family"] == "latency":
-            by_variant.setdefault((r["variant"], r["threads"]), []).append(r)
-    for (variant, threads), rs in by_variant.items():
-        best = min(rs, key=lambda r: r["ns_per_launch"]["median"])
-        spread = 1 - best["ns_per_launch"]["median"] / max(r["ns_per_launch"]["median"] for r in rs)
-        out.append(
-            {
-                "name": f"dispatch: {variant.split('.')[-1]}",
-                "kind": "latency",
-                "level": None,
-                "dtype": None,
-                "threads": threads,
-                "value": best["ns_per_launch"]["median"],
-                "unit": roofline.LATENCY_UNIT,
-                "stats": best["ns_per_launch"],
-                "kernel": variant,
-                "noisy": bool(best["noisy"] or spread > 0.10),
-                "passes": len(rs),
-                "pass_spread": spread,
-            }
-        )
+    # latency: per dispatch path the fastest pass (a floor is a lower bound of what a call costs);
+    # memory latency per level from the pointer chase (1 thread, ns and cycles per load)
+    from .families import chase
+    from .families.latency import dispatch_ceilings
+
+    out += dispatch_ceilings(recs)
+    out += chase.latency_ceilings([r for r in recs if r["family"] == "chase"], caches)
     return out
 
 
@@ -344,8 +338,9 @@ def run(driver: Driver, writer, plan: Plan, progress) -> None:
     suite = cases(plan, sizes, l1)
     l2 = next((c["size_bytes"] for c in caches if c["level"] == 2), None)
     sweep = [] if "intensity" in plan.skip else intensity_cases(plan, l1, intensity_ws, l2)
+    chases = [] if "chase" in plan.skip else chase_cases(plan, caches, max_ws)
     passes = plan.pass_count()
-    task = progress.start(1 + passes * len(suite) + len(sweep))
+    task = progress.start(1 + passes * len(suite) + len(chases) + len(sweep))
     step = progress.step
 
     step("clock probe")
@@ -354,6 +349,7 @@ def run(driver: Driver, writer, plan: Plan, progress) -> None:
     writer.save()
     for _ in range(passes):  # each ceiling in several passes spread over the run (see derive_ceilings)
         driver.run(suite, writer, progress)
+    driver.run(chases, writer, progress)
     driver.run(sweep, writer, progress)
     writer.data["sweeps"]["intensity"] = best_sweep_points(writer.data["sweeps"]["intensity"])
     set_theoretical(machine["cpu"], driver.best_clock)

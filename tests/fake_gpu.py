@@ -21,6 +21,7 @@ import re
 import sys
 import time
 import types
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -244,6 +245,47 @@ def _tick(args, k, n):  # a null counter (np.intp(0)) is the timed, empty launch
         counter[0] += 1
 
 
+ALLOCATIONS: weakref.WeakValueDictionary[int, Array] = weakref.WeakValueDictionary()  # address -> array
+
+
+def _zeros(*a, **k):
+    """cupy.zeros that remembers the array by its address: a kernel argument that is a raw pointer
+    (the pointer chase's ``base``) can then be resolved to the array it points into."""
+    arr = _arr(np.zeros(*a, **k))
+    ALLOCATIONS[int(arr.ctypes.data)] = arr
+    return arr
+
+
+def _jump(nxt: np.ndarray, start: int, hops: int) -> int:
+    """Where ``hops`` hops of the successor table ``nxt`` lead from ``start`` (pointer doubling:
+    log2(hops) gathers, not one Python step per hop)."""
+    pos, step, k = int(start), nxt.copy(), int(hops)
+    while k:
+        if k & 1:
+            pos = int(step[pos])
+        step = step[step]
+        k >>= 1
+    return pos
+
+
+def _chase_ns(nbytes: int, l2_bytes: int = 4 << 20) -> float:
+    """The stand-in's latency per hop: a staircase by working set (figures of no meaning)."""
+    return 30.0 if nbytes <= 256 << 10 else 150.0 if nbytes <= l2_bytes else 600.0
+
+
+@emulates("chase_ca", "chase_cg")
+def _chase(args, k, n):
+    """Follow the chain the host built: slot s holds base + next(s) x stride in its first word."""
+    start, warm, hops, base, stride, out = args
+    chain = ALLOCATIONS[int(base)]
+    heads = np.asarray(chain).reshape(-1, int(stride) // 8)[:, 0]
+    nxt = ((heads - np.uint64(base)) // np.uint64(stride)).astype(np.int64)
+    first = (int(start) - int(base)) // int(stride)
+    final = _jump(nxt, _jump(nxt, first, int(warm)), int(hops))
+    ns = _chase_ns(chain.nbytes) * int(hops)
+    out[...] = [final, int(ns * 1.9), int(ns), int(hops)]
+
+
 class _Kernel:
     """Launch-compatible emulation of one kernel of kernels/cuda (by its name)."""
 
@@ -341,7 +383,7 @@ class FakeGPU:
             cuda=cuda,
             RawModule=lambda path: _RawModule(self, path),
             get_default_memory_pool=lambda: types.SimpleNamespace(free_all_blocks=lambda: None),
-            zeros=lambda *a, **k: _arr(np.zeros(*a, **k)),
+            zeros=_zeros,
             empty=lambda *a, **k: _arr(np.empty(*a, **k)),
             full=lambda *a, **k: _arr(np.full(*a, **k)),
             arange=lambda *a, **k: _arr(np.arange(*a, **k)),

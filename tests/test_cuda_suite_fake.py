@@ -65,6 +65,16 @@ def test_the_whole_suite_runs_and_records_every_ceiling(env, monkeypatch, capsys
         "float16 tensor-core peak (wgmma)",
     } <= names
     assert {"launch: enqueue", "launch: roundtrip", "launch: graph"} <= names
+    # memory latency per level from the chase family's walk (ns per hop timed by the kernel itself),
+    # and the latency of a 4 KiB pinned copy each way
+    mem = {c["level"]: c for c in d["ceilings"] if c["name"].startswith("memory latency")}
+    assert set(mem) == {"L1", "L2", "HBM"}
+    assert all(c["kind"] == "latency" and c["unit"] == "ns" and c["cycles"] and c["threads"] == 0 for c in mem.values())
+    assert mem["L1"]["value"] < mem["L2"]["value"] < mem["HBM"]["value"]  # the stand-in's staircase, read back
+    chases = [r for r in d["records"] if r["family"] == "chase"]
+    assert chases and all(r["verified"] and r["chase_latency"]["hops"] > 0 for r in chases)
+    assert not any(c["kind"] == "bandwidth" and c.get("kernel") is None for c in d["ceilings"])
+    assert {"transfer: H2D pinned 4 KiB", "transfer: D2H pinned 4 KiB"} <= names
     fma = next(c for c in d["ceilings"] if c["name"] == "float32 FMA peak")
     assert fma["theoretical_clock"] == "measured" and fma["theoretical_clock_ghz"] == pytest.approx(1.9)
     from rooflab.roofline import ceiling_notes  # the remark the CLI table and the report show
@@ -73,7 +83,16 @@ def test_the_whole_suite_runs_and_records_every_ceiling(env, monkeypatch, capsys
     assert {r["what"].split(" (")[0] for r in d["peer_ratios"]} >= {"HBM copy vs cupy copy"}
     assert len(d["sweeps"]["intensity"]) == len(suite.Plan.INTENSITIES)
     built = {b["source"]: b for b in d["cuda_builds"]}
-    assert set(built) == {"launch.cu", "stream.cu", "smem.cu", "fma.cu", "tensor.cu", "intensity.cu", "wgmma.cu"}
+    assert set(built) == {
+        "launch.cu",
+        "chase.cu",
+        "stream.cu",
+        "smem.cu",
+        "fma.cu",
+        "tensor.cu",
+        "intensity.cu",
+        "wgmma.cu",
+    }
     assert built["wgmma.cu"]["arch"] == "sm_90a" and built["fma.cu"]["arch"] == "sm_90"
     # the stand-in's kernel list follows the suite's declaration: every kernel the declared variants
     # compiled has an emulation, and the launch paths are the launch family's variants
@@ -91,6 +110,7 @@ def test_the_whole_suite_runs_and_records_every_ceiling(env, monkeypatch, capsys
     assert peer["variant"] == "cuda.gemm.00-cublas" and peer["verified"] and peer["dtype"] == "float16"
     assert all(r["spill_store_bytes"] == 0 for b in built.values() for r in b["resources"].values())
     assert f.with_suffix(".roofline.png").exists() and f.with_suffix(".bandwidth.png").exists()
+    assert f.with_suffix(".latency.png").exists() and f.with_suffix(".latency.svg").exists()
     assert cli.main(["report", str(f), "-o", str(env / "r.html")]) == 0
     assert "Fake GPU" in (env / "r.html").read_text()
 
@@ -98,7 +118,7 @@ def test_the_whole_suite_runs_and_records_every_ceiling(env, monkeypatch, capsys
 def test_launch_errors_and_wrong_results_are_recorded_and_the_run_goes_on(env, monkeypatch, capsys):
     # wrong: one value 1 % off, in kernels whose emulation is the reference's own closed form too
     wrong = {"smem_read", "fma_peak*", "intensity_f64"}
-    fake_gpu.FakeGPU(monkeypatch, failing={"stream_triad", "mma_bf16"}, wrong=wrong).install()
+    fake_gpu.FakeGPU(monkeypatch, failing={"stream_triad", "mma_bf16", "chase_ca"}, wrong=wrong).install()
     out = env / "results"
     assert cli.main(["run", "--device", "cuda", "--quick", "--budget", "0.002", "--no-plot", "--out", str(out)]) == 1
     f, d = _result(out)
@@ -113,6 +133,7 @@ def test_launch_errors_and_wrong_results_are_recorded_and_the_run_goes_on(env, m
         "cuda.fma.f32",
         "cuda.fma.f64",
         "cuda.intensity.f64",
+        "cuda.chase.01-random-ld-ca",
     }
     assert not [p for p in d["sweeps"]["intensity"] if p.get("gflops")]  # no figure from a wrong kernel
     assert "launch failed: cudaErrorIllegalAddress" in errors["cuda.stream.triad"]
@@ -122,6 +143,7 @@ def test_launch_errors_and_wrong_results_are_recorded_and_the_run_goes_on(env, m
     assert "HBM triad bandwidth" not in names and "bfloat16 tensor-core peak (mma.sync)" not in names
     assert "float32 FMA peak" not in names and "float64 FMA peak" not in names
     assert not any(n.startswith("shared") for n in names)
+    assert not any(n.startswith("memory latency") for n in names)  # a failed chase: no latency figure
     assert "HBM copy bandwidth" in names and "float16 tensor-core peak (wgmma)" in names  # later ones ran
 
 

@@ -386,8 +386,9 @@ def describe_all() -> dict:
 
 def driver_backend():
     """The GPU backend of the one driver: CUDA events per sample, launches enqueued for
-    ``target_s`` per sample (calibrated from one timed launch), and the SM clock the compute
-    kernels measured on the chip during their last launch (``sm_clock``)."""
+    ``target_s`` per sample (calibrated from one timed launch), the SM clock the compute
+    kernels measured on the chip during their last launch (``sm_clock``), and the ns and cycles
+    per hop the pointer chase timed on the chip (``chase_latency``, with its ``chase_bytes``)."""
     from ..driver import Backend
     from . import knobs
     from . import timing as gtime
@@ -401,6 +402,10 @@ def driver_backend():
     def after(variant, inputs):
         if variant.family in ("fma", "tensor") and len(inputs) > 1:
             return {"sm_clock": knobs.measured_clock(inputs[1])}
+        if variant.family == "chase" and len(inputs) > 1:  # the hops the kernel timed on the chip
+            from ..families.chase.cuda import measured_latency
+
+            return {"chase_latency": measured_latency(inputs[1]), "chase_bytes": int(inputs[0].nbytes)}
         return None
 
     return Backend(device="cuda", timer=timer, calibrate=calibrate, after_verify=after)

@@ -1,5 +1,6 @@
 """GPU ceilings: device memory, L2, shared memory, host<->device, FP32/FP64 FMA, FP16/BF16 tensor
-cores, an intensity sweep, and launch latency, each verified (closed forms) before it is timed,
+cores, an intensity sweep, launch latency, memory latency per level (L1, L2, HBM: pointer chase)
+and the latency of a 4 KiB pinned copy, each verified (closed forms) before it is timed,
 each next to its peer in the same run (cupy's device-to-device copy, cuBLAS through cupy.matmul).
 
 Sizes (Plan): device-memory working sets from 8x L2 upwards (STREAM's 4x rule with margin) up to
@@ -20,6 +21,7 @@ from statistics import median
 import numpy as np
 
 from ..errors import RooflabError
+from ..families.chase import cuda as chase_family
 from ..families.launch import cuda as launch_family
 from ..registry import get_variant
 from . import backend, compiler, loader
@@ -138,6 +140,12 @@ def steps(writer, plan: Plan) -> list[tuple[str, object]]:
         if case.meta["path"] in LAUNCH_PATHS:
             case = replace(case, meta={**case.meta, "kernel": LAUNCH_PATHS[case.meta["path"]]})
             out.append((f"launch latency ({case.meta['kernel']})", lambda c=case: launch(c)))
+
+    # memory latency per level: the chase family's random-order ld.global.ca walk at its L1, L2 and
+    # HBM sizes (one thread; the kernel times its hops on the chip, launch and warm pass excluded)
+    for case in chase_family.cases(plan.quick):
+        if case.variant == chase_family.VARIANTS["random-ld-ca"]:
+            out.append((f"memory latency {case.label}", lambda c=case: launch(c)))
 
     # device memory, with the library's copy beside ours
     def hbm(kernel, ws):
@@ -277,9 +285,12 @@ def _cublas_peer(n, budget, target_s):
     )
 
 
+SMALL_TRANSFER = 4096  # a pinned copy this small is the interconnect's latency, not its bandwidth
+
+
 def _host_device(add, nbytes, budget, target_s):
     """Pinned host<->device copies through the transfer family's variants (each checked: the data
-    arrives unchanged), kept as the host level's bandwidth."""
+    arrives unchanged): ``nbytes`` kept as the host level's bandwidth, 4 KiB as its latency."""
     for name, kernel in (("cuda.transfer.01-h2d-pinned", "H2D"), ("cuda.transfer.01-d2h-pinned", "D2H")):
         v = get_variant(name)
         add(
@@ -290,6 +301,16 @@ def _host_device(add, nbytes, budget, target_s):
                 budget_s=budget,
                 label=f"{kernel} pinned {nbytes >> 20} MiB",
                 meta={"kernel": kernel, "level": "host"},
+            )
+        )
+        add(
+            _measure(
+                v,
+                v.inputs(SMALL_TRANSFER),
+                target_s=target_s,
+                budget_s=budget,
+                label=f"{kernel} pinned {SMALL_TRANSFER >> 10} KiB",
+                meta={"direction": kernel.lower(), "pinned": True, "transfer_bytes": SMALL_TRANSFER},
             )
         )
 
@@ -328,7 +349,7 @@ def derive(data: dict) -> list[dict]:
         )
 
     # peers and library variants are compared (peer_ratios), not roofs
-    own = [r for r in recs if r["family"] != "peer" and not r.get("library")]
+    own = [r for r in recs if r["family"] not in ("peer", "chase") and not r.get("library")]
     for level in ("HBM", "L2", "shared", "host"):
         for kernel in sorted({r.get("kernel") for r in own if r.get("level") == level}):
             pts = [
@@ -401,6 +422,12 @@ def derive(data: dict) -> list[dict]:
                     "noisy": r.get("noisy", False),
                 }
             )
+    # memory latency per level (pointer chase) and the latency of a small pinned copy
+    from ..families import chase
+    from ..families.latency import transfer_ceilings
+
+    out += chase.ceilings(data)
+    out += transfer_ceilings(recs)
     # peers, as ratios next to the ceilings they check
     copy_ours = {r["working_set_bytes"]: r for r in recs if r.get("kernel") == "copy" and r.get("level") == "HBM"}
     data["peer_ratios"] = []

@@ -1,6 +1,20 @@
-"""Family `latency`: the fixed cost of asking for work (dispatch on the CPU, launch on the GPU).
+"""Family `latency`: the fixed cost of asking for work (dispatch on the CPU, launch on the GPU),
+and the suite that gathers every latency rooflab measures (`rooflab run --suite latency`).
 
+Variants (CPU dispatch paths):
+  cpu.latency.empty      an @njit call with one integer argument and no work (~50-100 ns)
+  cpu.latency.ufunc      np.add on 8 float64 elements (~0.3-1 us: numpy's dispatch and checks)
+  cpu.latency.fork_join  a numba parallel region over all threads (~1-10 us: pool wake-up + barrier)
 An op whose time is within 2x of these is latency-bound: making it faster means calling less.
+
+The suite (``cases``): on the CPU the three dispatch paths, the elementwise family's tiny chain
+(N ops on 8 elements, numpy op by op versus one fused @njit call, N = 1 .. 32: dispatch overhead
+grows ~N x ufunc for the first and stays ~1 call for the second) and the memory pointer chase (1
+thread, 8 KiB to 4x the LLC); on CUDA the launch family's paths, small and large host<->device
+copies (transfer family) and the GPU pointer chase. ``ceilings(data)`` turns one run's records into
+`latency` ceilings: "dispatch: <path>" (the names the CPU ceilings suite uses), "memory latency
+<level> (pointer chase)", "launch: <path>" and "transfer: <direction> <bytes>".
+Run: ``rooflab run --suite latency [--quick] [--device cuda]``.
 """
 
 from __future__ import annotations
@@ -105,3 +119,165 @@ register(
         result_dtype=lambda *a, **k: np.dtype(np.int32),
     )
 )
+
+
+# ---- the suite -----------------------------------------------------------------------------------
+
+DISPATCH_CALLS = {"cpu.latency.empty": 20000, "cpu.latency.ufunc": 5000, "cpu.latency.fork_join": 200}
+CHAIN_LENGTHS = (1, 2, 4, 8, 16, 32)
+CHAIN_LENGTHS_QUICK = (1, 4, 16, 32)
+TRANSFER_LATENCY_BYTES = 64 << 10  # copies up to this size are a fixed cost, not a bandwidth
+
+
+def dispatch_cases(threads_all: int) -> list:
+    """The CPU dispatch paths: empty call and 8-element ufunc on 1 thread, fork/join on all (calls
+    per sample fixed, so a sample is ~1-5 ms and the per-call cost is their mean)."""
+    from ..registry import Case
+
+    return [
+        Case(
+            name,
+            size=threads_all if name.endswith("fork_join") else 8,
+            threads=threads_all if name.endswith("fork_join") else 1,
+            label=f"latency {name.split('.')[-1]}",
+            meta={"kernel": name.split(".")[-1]},
+            timing={"reps": reps, "cv_limit": 0.15},
+        )
+        for name, reps in DISPATCH_CALLS.items()
+    ]
+
+
+def chain_cases(quick: bool) -> list:
+    """The elementwise family's tiny chain at N = 1 .. 32, op by op and fused (1 thread)."""
+    from .elementwise import latency_cases
+
+    return latency_cases(quick, lengths=CHAIN_LENGTHS_QUICK if quick else CHAIN_LENGTHS)
+
+
+def cases(quick: bool, threads: list[int] | None = None, device: str | None = None) -> list:
+    """The `latency` suite on ``device`` (None: both; the registry keeps the cases of the device
+    it runs on). CPU: dispatch paths, tiny chains, pointer chase. CUDA: launch paths, transfers,
+    pointer chase."""
+    from . import chase
+    from .chase import cuda as chase_cuda
+    from .launch import cuda as launch
+    from .transfer import cuda as transfer
+
+    out = []
+    if device in (None, "cpu"):
+        threads_all = max(threads or [resolve_threads(None)])
+        out += dispatch_cases(threads_all) + chain_cases(quick) + chase.cases(quick, [1])
+    if device in (None, "cuda"):
+        out += launch.cases(quick) + transfer.cases(quick) + chase_cuda.cases(quick)
+    return out
+
+
+# ---- from records to ceilings ---------------------------------------------------------------------
+
+LAUNCH_NAMES = {"enqueue": "enqueue", "roundtrip": "roundtrip", "graph-node": "graph"}  # as the GPU suite names them
+
+
+def _stats(values: list[float]) -> dict:
+    from statistics import median
+
+    return {
+        "median": float(median(values)),
+        "p20": float(np.quantile(values, 0.2)),
+        "p80": float(np.quantile(values, 0.8)),
+        "min": float(min(values)),
+        "max": float(max(values)),
+        "n_points": len(values),
+    }
+
+
+def dispatch_ceilings(records: list[dict]) -> list[dict]:
+    """ "dispatch: <path>" per CPU dispatch variant and thread count: the fastest pass (a floor is a
+    lower bound of what a call costs), flagged noisy when passes differ by more than 10 %."""
+    from ..roofline import LATENCY_UNIT
+
+    by_variant: dict = {}
+    for r in records:
+        if r.get("status") == "ok" and r.get("family") == "latency":
+            by_variant.setdefault((r["variant"], r["threads"]), []).append(r)
+    out = []
+    for (variant, threads), rs in by_variant.items():
+        best = min(rs, key=lambda r: r["ns_per_launch"]["median"])
+        spread = 1 - best["ns_per_launch"]["median"] / max(r["ns_per_launch"]["median"] for r in rs)
+        out.append(
+            {
+                "name": f"dispatch: {variant.split('.')[-1]}",
+                "kind": "latency",
+                "level": None,
+                "dtype": None,
+                "threads": threads,
+                "value": best["ns_per_launch"]["median"],
+                "unit": LATENCY_UNIT,
+                "stats": best["ns_per_launch"],
+                "kernel": variant,
+                "noisy": bool(best["noisy"] or spread > 0.10),
+                "passes": len(rs),
+                "pass_spread": spread,
+            }
+        )
+    return out
+
+
+def _one(name: str, r: dict, **extra) -> dict:
+    from ..roofline import LATENCY_UNIT
+
+    return {
+        "name": name,
+        "kind": "latency",
+        "level": None,
+        "dtype": None,
+        "threads": 0,
+        "value": r["ns_per_launch"]["median"],
+        "unit": LATENCY_UNIT,
+        "stats": r["ns_per_launch"],
+        "kernel": r["variant"],
+        "noisy": bool(r.get("noisy")),
+        **extra,
+    }
+
+
+def launch_ceilings(records: list[dict]) -> list[dict]:
+    """ "launch: <path>" per launch-family record (per launch, or per graph node)."""
+    out = []
+    for r in records:
+        if r.get("status") == "ok" and r.get("family") == "launch" and r.get("ns_per_launch"):
+            path = r.get("kernel") or LAUNCH_NAMES.get(r.get("path"), r.get("path") or r["variant"].split(".")[-1])
+            out.append(_one(f"launch: {path}", r))
+    return out
+
+
+def transfer_ceilings(records: list[dict], max_bytes: int = TRANSFER_LATENCY_BYTES) -> list[dict]:
+    """ "transfer: <H2D|D2H> <pinned|pageable> <size>": the time of one small copy (up to
+    ``max_bytes``, where the fixed cost dominates), the interconnect's latency."""
+    from ..memory import fmt_bytes
+
+    out = []
+    for r in records:
+        if r.get("status") != "ok" or r.get("family") != "transfer" or not r.get("ns_per_launch"):
+            continue
+        nbytes = int((r.get("shape") or {}).get("bytes") or r.get("transfer_bytes") or 0)
+        if not nbytes or nbytes > max_bytes:
+            continue
+        direction = (r.get("direction") or r["variant"].split(".")[-1].split("-")[1]).upper()
+        pinned = r.get("pinned", "pinned" in r["variant"])
+        out.append(
+            _one(
+                f"transfer: {direction} {'pinned' if pinned else 'pageable'} {fmt_bytes(nbytes)}",
+                r,
+                level="host",
+                transfer_bytes=nbytes,
+            )
+        )
+    return out
+
+
+def ceilings(data: dict) -> list[dict]:
+    """Every latency ceiling of a `latency` suite result."""
+    from . import chase
+
+    recs = data.get("records", [])
+    return dispatch_ceilings(recs) + chase.ceilings(data) + launch_ceilings(recs) + transfer_ceilings(recs)

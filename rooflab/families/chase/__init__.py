@@ -175,18 +175,24 @@ def hops_for(nbytes: int) -> int:
     return max(nbytes // LINE, 4096)
 
 
-def cases(quick: bool, threads: list[int] | None = None, device: str = "cpu") -> list[Case]:
-    """The `chase` suite: working sets from 8 KiB to 4x the LLC, 1 thread (latency is per core);
-    huge pages in --quick, both page sizes in a full run (the difference is the page walk)."""
-    from ...cpu.machine import read_caches
+def cases(
+    quick: bool, threads: list[int] | None = None, device: str = "cpu", llc: int | None = None, max_bytes=None
+) -> list[Case]:
+    """The `chase` suite: working sets from 8 KiB to 4x the LLC (``llc``: the OS's, else 32 MiB),
+    at most ``max_bytes``, 1 thread (latency is per core); huge pages in --quick, both page sizes
+    in a full run (the difference is the page walk)."""
+    if llc is None:
+        from ...cpu.machine import read_caches
 
-    caches = read_caches()
-    llc = caches[-1]["size_bytes"] if caches else 32 << 20
+        caches = read_caches()
+        llc = caches[-1]["size_bytes"] if caches else 32 << 20
     names = [f"{device}.chase.02-random-cycle-hugepages"]
     if not quick:
         names.insert(0, f"{device}.chase.01-random-cycle")
     out = []
     for nbytes in sizes(llc, quick):
+        if max_bytes and nbytes > max_bytes:
+            break
         for name in names:
             out.append(
                 Case(
@@ -207,11 +213,17 @@ def cases(quick: bool, threads: list[int] | None = None, device: str = "cpu") ->
 
 
 def ns_per_hop(record: dict) -> float:
+    """ns per hop of a record: the GPU kernel's own on-chip clocks (``chase_latency``, launch and
+    warm pass excluded), else the driver's median time over the hops of one call (CPU)."""
+    if record.get("chase_latency"):
+        return float(record["chase_latency"]["ns_per_hop"])
     hops = record["params"].get("hops") or record["lines"]
     return record["time_s"]["median"] / (int(record["reps"]) * int(hops)) * 1e9
 
 
 def _clock(record: dict) -> float | None:
+    if record.get("chase_latency"):
+        return float(record["chase_latency"]["sm_clock_ghz"])
     c = record.get("clock_ghz") or {}
     vals = [v for k in ("before", "after") for v in (c.get(k) or [])]
     return float(median(vals)) if vals else None
@@ -226,17 +238,77 @@ def staircase(records: list[dict], variant: str | None = None) -> list[dict]:
             continue
         ns = ns_per_hop(r)
         ghz = _clock(r)
+        lat = r.get("chase_latency") or {}
         pts.append(
             {
                 "variant": r["variant"],
                 "bytes": int(r["chase_bytes"]),
                 "ns": ns,
-                "cycles": ns * ghz if ghz else None,
+                "cycles": lat.get("cycles_per_hop") or (ns * ghz if ghz else None),
                 "clock_ghz": ghz,
                 "noisy": bool(r.get("noisy")),
+                "level": r.get("level"),
             }
         )
     return sorted(pts, key=lambda p: (p["variant"], p["bytes"]))
+
+
+def _stats(values: list[float]) -> dict:
+    return {
+        "median": float(median(values)),
+        "p20": float(np.quantile(values, 0.2)),
+        "p80": float(np.quantile(values, 0.8)),
+        "min": float(min(values)),
+        "max": float(max(values)),
+        "n_points": len(values),
+    }
+
+
+GPU_VARIANT = "cuda.chase.01-random-ld-ca"
+GPU_LEVELS = ("L1", "L2", "HBM")
+
+
+def gpu_latency_ceilings(records: list[dict], variant: str = GPU_VARIANT) -> list[dict]:
+    """`latency` ceilings of a GPU: per level the case was sized for (L1 bytes, fractions and
+    multiples of the device's L2), the median ns per hop the kernel measured on the chip over the
+    working sets of that level (threads = 0: the whole device, one thread chasing)."""
+    from ...roofline import LATENCY_UNIT
+
+    pts = [p for p in staircase(records, variant) if p["level"]]
+    out = []
+    for level in GPU_LEVELS:
+        inside = [p for p in pts if p["level"] == level]
+        if not inside:
+            continue
+        ns = [p["ns"] for p in inside]
+        cyc = [p["cycles"] for p in inside if p["cycles"]]
+        clocks = [p["clock_ghz"] for p in inside if p["clock_ghz"]]
+        out.append(
+            {
+                "name": f"memory latency {level} (pointer chase)",
+                "kind": "latency",
+                "level": level,
+                "dtype": None,
+                "threads": 0,
+                "value": float(median(ns)),
+                "unit": LATENCY_UNIT,
+                "stats": _stats(ns),
+                "cycles": float(median(cyc)) if cyc else None,
+                "clock_ghz": float(median(clocks)) if clocks else None,
+                "kernel": variant,
+                "points_bytes": [p["bytes"] for p in inside],
+                "noisy": sum(p["noisy"] for p in inside) > len(inside) / 2,
+            }
+        )
+    return out
+
+
+def ceilings(data: dict) -> list[dict]:
+    """The latency ceilings of a result's chase records (CPU: per cache window; GPU: per level)."""
+    recs = [r for r in data.get("records", []) if r.get("status") == "ok" and r.get("family") == FAMILY]
+    if data.get("device") == "cuda":
+        return gpu_latency_ceilings(recs)
+    return latency_ceilings(recs, data["machine"].get("cpu", {}).get("caches", []))
 
 
 def latency_ceilings(records: list[dict], caches: list[dict], variant: str | None = None) -> list[dict]:
@@ -268,14 +340,7 @@ def latency_ceilings(records: list[dict], caches: list[dict], variant: str | Non
                 "threads": 1,
                 "value": float(median(ns)),
                 "unit": LATENCY_UNIT,
-                "stats": {
-                    "median": float(median(ns)),
-                    "p20": float(np.quantile(ns, 0.2)),
-                    "p80": float(np.quantile(ns, 0.8)),
-                    "min": float(min(ns)),
-                    "max": float(max(ns)),
-                    "n_points": len(ns),
-                },
+                "stats": _stats(ns),
                 "cycles": float(median(cyc)) if cyc else None,
                 "clock_ghz": float(median(clocks)) if clocks else None,
                 "kernel": variant,

@@ -483,10 +483,11 @@ def layout_cases(quick: bool, threads: list[int], batch: int = 32, device: str =
     return out
 
 
-def latency_cases(quick: bool, device: str = "cpu") -> list[Case]:
-    """N tiny ops on 8 float64 elements, op by op and fused, N = 1, 2, 4, 8, 16 (1 thread): for
-    the latency suite (timing: many calls per sample, like the dispatch ceilings)."""
-    lengths = CHAIN_LENGTHS[::2] if quick else CHAIN_LENGTHS
+def latency_cases(quick: bool, device: str = "cpu", lengths=None) -> list[Case]:
+    """N tiny ops on 8 float64 elements, op by op and fused, N = 1, 2, 4, 8, 16 (or ``lengths``;
+    1 thread): for the latency suite (timing: many calls per sample, like the dispatch ceilings)."""
+    if lengths is None:
+        lengths = CHAIN_LENGTHS[::2] if quick else CHAIN_LENGTHS
     out = []
     for n_ops in lengths:
         for v in _variants("tiny_chain", device):

@@ -1,0 +1,185 @@
+"""`rooflab run --suite latency` and memory latency in the CPU ceilings suite: what the suites
+declare (dispatch paths, tiny chains N = 1..32, the chase; on CUDA launch, transfer and the GPU
+chase), the ceilings they derive (dispatch ones unchanged, memory latency per level added), a small
+end-to-end run with its table, ceilings, charts, `rooflab plot` and the HTML report."""
+
+import json
+
+import pytest
+
+from rooflab import cli, report, suite_ceilings
+from rooflab.families import chase, latency
+from rooflab.registry import family_cases, family_suites
+from tests.test_plots import synthetic
+from tests.test_plots_latency import _chase_records, _dispatch_records, with_latency
+
+CACHES = synthetic()["machine"]["cpu"]["caches"]  # 32 KiB L1, 1 MiB L2 per core, 32 MiB L3
+
+
+def test_latency_is_a_suite_with_every_cpu_path():
+    assert "latency" in family_suites()
+    cases = family_cases("latency", "cpu", quick=True, threads=[1, 2])
+    by = {}
+    for c in cases:
+        by.setdefault(c.variant, []).append(c)
+    assert {c.threads for c in by["cpu.latency.fork_join"]} == {2}
+    assert by["cpu.latency.empty"][0].threads == by["cpu.latency.ufunc"][0].threads == 1
+    for name in ("cpu.elementwise.tiny_chain.00-numpy-op-by-op", "cpu.elementwise.tiny_chain.01-numba-fused"):
+        assert [c.params["n_ops"] for c in by[name]] == list(latency.CHAIN_LENGTHS_QUICK)
+    assert [c.size for c in by["cpu.chase.02-random-cycle-hugepages"]][0] == 8 << 10
+    assert all(c.variant.startswith("cpu.") for c in cases)
+    full = family_cases("latency", "cpu", quick=False, threads=[1])
+    ops = sorted(c.params["n_ops"] for c in full if c.variant.endswith("op-by-op"))
+    assert ops == [1, 2, 4, 8, 16, 32] and any(c.variant == "cpu.chase.01-random-cycle" for c in full)
+
+
+def test_latency_suite_on_cuda_is_launch_transfer_and_chase():
+    cases = family_cases("latency", "cuda", quick=True, threads=[1])
+    families = {c.variant.split(".")[1] for c in cases}
+    assert families == {"launch", "transfer", "chase"} and all(c.variant.startswith("cuda.") for c in cases)
+    assert min(c.size["bytes"] for c in cases if ".transfer." in c.variant) == 4096
+
+
+def test_the_ceilings_suite_runs_the_chase_once_from_8k_to_4x_the_llc():
+    plan = suite_ceilings.Plan(threads_all=2, quick=True)
+    cases = suite_ceilings.chase_cases(plan, CACHES, 1 << 30)
+    sizes = [c.size for c in cases]
+    assert sizes[0] == 8 << 10 and sizes[-1] == 128 << 20 and all(b == 2 * a for a, b in zip(sizes, sizes[1:]))
+    assert {c.variant for c in cases} == {"cpu.chase.02-random-cycle-hugepages"} and {c.threads for c in cases} == {1}
+    big = [c for c in cases if c.size > 32 << 20]
+    assert big and all(c.timing["min_samples"] == 3 and c.timing["max_attempts"] == 1 for c in big)
+    assert all("min_samples" not in c.timing for c in cases if c.size <= 32 << 20)
+    capped = suite_ceilings.chase_cases(plan, CACHES, 256 << 10)  # --max-working-set caps it too
+    assert [c.size for c in capped][-1] == 256 << 10
+    full = suite_ceilings.chase_cases(suite_ceilings.Plan(threads_all=2, quick=False), CACHES, 1 << 30)
+    assert {c.variant for c in full} == {"cpu.chase.01-random-cycle", "cpu.chase.02-random-cycle-hugepages"}
+    assert all("max_attempts" not in c.timing for c in full)
+
+
+def _derive(records):
+    data = synthetic(op_threads=())
+    data["records"] = records
+    data["sweeps"]["bandwidth"] = []
+    data["machine"]["cpu"]["theoretical"] = {"peaks": []}
+    return suite_ceilings.derive_ceilings(data)
+
+
+def test_derive_adds_memory_latency_and_keeps_the_dispatch_ceilings():
+    before = [c for c in _derive(_dispatch_records()) if c["kind"] == "latency"]
+    assert [c["name"] for c in before] == ["dispatch: empty", "dispatch: ufunc", "dispatch: fork_join"]
+    slower = [dict(r, ns_per_launch={k: v * 1.5 for k, v in r["ns_per_launch"].items()}) for r in _dispatch_records()]
+    after = [c for c in _derive(_dispatch_records() + slower + _chase_records(CACHES)) if c["kind"] == "latency"]
+    assert [c for c in after if c["name"].startswith("dispatch")] == [
+        dict(c, passes=2, pass_spread=pytest.approx(1 / 3), noisy=True) for c in before
+    ]  # the fastest pass, as before; two passes 50 % apart are flagged
+    mem = [c for c in after if c["name"].startswith("memory latency")]
+    assert [(c["level"], round(c["value"], 9)) for c in mem] == [("L1", 1.2), ("L2", 4.0), ("L3", 15.0), ("DRAM", 95.0)]
+    assert all(c["threads"] == 1 and c["unit"] == "ns" and c["cycles"] > c["value"] for c in mem)
+
+
+def test_latency_family_ceilings_name_every_path():
+    recs = _dispatch_records() + _chase_records(CACHES)
+    recs += [
+        {"family": "launch", "variant": "cuda.launch.01-enqueue", "status": "ok", "path": "enqueue",
+         "ns_per_launch": {"median": 2500.0}},
+        {"family": "transfer", "variant": "cuda.transfer.01-h2d-pinned", "status": "ok", "shape": {"bytes": 4096},
+         "direction": "h2d", "pinned": True, "ns_per_launch": {"median": 9000.0}},
+        {"family": "transfer", "variant": "cuda.transfer.00-d2h-pageable", "status": "ok",
+         "shape": {"bytes": 1 << 30}, "ns_per_launch": {"median": 9e7}},
+    ]  # fmt: skip
+    data = {"device": "cpu", "records": recs, "machine": {"cpu": {"caches": CACHES}}}
+    names = [c["name"] for c in latency.ceilings(data)]
+    assert names[:3] == ["dispatch: empty", "dispatch: ufunc", "dispatch: fork_join"]
+    assert "memory latency DRAM (pointer chase)" in names
+    assert "launch: enqueue" in names and "transfer: H2D pinned 4 KiB" in names
+    assert not any("1 GiB" in n for n in names)  # a large copy is a bandwidth, not a latency
+
+
+def test_gpu_chase_ceilings_use_the_on_chip_timing_per_level():
+    recs = []
+    for level, nbytes, ns in (
+        ("L1", 16 << 10, 30.0),
+        ("L1", 64 << 10, 32.0),
+        ("L2", 1 << 20, 150.0),
+        ("HBM", 1 << 28, 600.0),
+    ):
+        recs.append(
+            {"family": "chase", "variant": chase.GPU_VARIANT, "status": "ok", "level": level, "chase_bytes": nbytes,
+             "time_s": {"median": 1.0}, "reps": 1, "params": {},  # the launch time: not what is read
+             "chase_latency": {"ns_per_hop": ns, "cycles_per_hop": ns * 1.98, "sm_clock_ghz": 1.98}}
+        )  # fmt: skip
+    out = chase.ceilings({"device": "cuda", "records": recs})
+    assert [(c["level"], c["value"]) for c in out] == [("L1", 31.0), ("L2", 150.0), ("HBM", 600.0)]
+    assert out[0]["cycles"] == pytest.approx(31.0 * 1.98) and out[0]["threads"] == 0
+
+
+@pytest.fixture
+def small_chase(monkeypatch):
+    """The chase suite at 8 and 16 KiB only (the end-to-end run stays a few seconds)."""
+    monkeypatch.setattr(chase, "sizes", lambda llc, quick, lo=chase.MIN_BYTES: [8 << 10, 16 << 10])
+
+
+@pytest.mark.slow  # ~6 s: numba compiles, every case verified and timed
+def test_run_suite_latency_end_to_end(tmp_path, small_chase, capsys):
+    out = tmp_path / "res"
+    assert cli.main(["run", "--suite", "latency", "--quick", "--budget", "0.005", "--out", str(out)]) == 0
+    (f,) = out.glob("*/rooflab-latency-cpu-*.json")
+    d = json.loads(f.read_text())
+    assert d["status"] == "complete" and all(r["verified"] for r in d["records"])
+    names = {c["name"] for c in d["ceilings"]}
+    assert {"dispatch: empty", "dispatch: ufunc", "dispatch: fork_join", "memory latency L1 (pointer chase)"} <= names
+    printed = capsys.readouterr().out
+    assert "tiny chain N=32" in printed and "memory latency L1 (pointer chase)" in printed
+    for suffix in (".latency.png", ".latency.svg", ".staircase.png", ".staircase.svg"):
+        assert f.with_suffix(suffix).stat().st_size > 5000, suffix
+    assert cli.main(["plot", str(f), "-o", str(tmp_path / "again")]) == 0
+    assert (tmp_path / "again.latency.png").exists() and not (tmp_path / "again.roofline.png").exists()
+    page = tmp_path / "r.html"
+    assert cli.main(["report", str(f), "-o", str(page)]) == 0
+    text = page.read_text()
+    assert 'alt="latency chart"' in text and 'alt="bandwidth chart"' in text and "<th>cycles</th>" in text
+
+
+def test_report_shows_the_latency_chart_and_cycles():
+    data = with_latency(synthetic(op_threads=()))
+    for c in data["ceilings"]:
+        c.setdefault("stats", {"median": c["value"], "p20": c["value"], "p80": c["value"]})
+        c.setdefault("unit", "GFLOP/s" if c["kind"] == "compute" else "GB/s")
+    html = report.build([data])
+    assert 'alt="latency chart"' in html and "<th>cycles</th>" in html
+    assert "memory latency L3 (pointer chase)" in html
+
+
+def test_latency_suite_on_a_missing_gpu_is_one_line_exit_2(tmp_path, capsys):
+    from rooflab.cuda import backend
+
+    if backend.probe()[0]:
+        pytest.skip("a GPU is present")
+    assert cli.main(["run", "--suite", "latency", "--device", "cuda", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rooflab:")
+
+
+def test_asv_latency_benchmarks_verify_in_setup(monkeypatch):
+    import dataclasses
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import rooflab.registry as reg
+    from benchmarks import _common, bench_families
+    from rooflab import VerificationError
+
+    labels = bench_families.LatencyCPU.params[0]
+    assert {"latency empty", "latency ufunc", "latency fork_join"} <= set(labels)
+    assert any("tiny chain N=32" in lab for lab in labels) and not any("chase" in lab for lab in labels)
+    monkeypatch.setattr(_common, "_PREPARED", {})
+    bench = bench_families.LatencyCPU()
+    bench.setup("latency ufunc")
+    bench.time_case("latency ufunc")
+    name = "cpu.elementwise.tiny_chain.01-numba-fused"
+    base = reg.get_variant(name)
+    wrong = dataclasses.replace(base, kernel=lambda x, out, n_ops=1, reps=1, threads=None: base.kernel(x, out, n_ops=1))
+    monkeypatch.setitem(reg._REGISTRY, name, wrong)  # runs one op of N: must fail verification, not time
+    with pytest.raises(VerificationError):
+        bench.setup(f"tiny chain N=4 {name}")
