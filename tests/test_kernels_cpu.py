@@ -209,3 +209,15 @@ def test_the_sweep_keeps_the_fastest_configuration_of_each_point():
     ]
     kept = {(p["threads"], p["intensity"]): p["label"] for p in best_sweep_points(pts)}
     assert kept == {(1, 0.5): "S=1", (1, 8): "S=8", (2, 0.5): "S=8"}
+
+
+def test_intensity_point_on_a_small_array_uses_shorter_blocks():
+    """--max-working-set 256K gives the sweep a 32 Ki-element array: smaller than 2 threads x an
+    L2-sized block; the point still runs (shorter blocks) and verifies."""
+    from rooflab import suite_ceilings as sc
+
+    plan = sc.Plan(threads_all=2, quick=True)
+    driver = Driver(cpu_backend(probe=False), Settings(budget_s=0.01, min_samples=2, probe_clock=False))
+    for case in sc.intensity_cases(plan, 32 << 10, 256 << 10, 1 << 20)[:2]:
+        rec = driver.run_case(case)
+        assert rec.status == "ok" and rec.verified, rec.error

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..cuda import knobs as kn
 from ..cuda import loader
+from ..errors import RooflabError
 from ..kernels.cpu import ert, stream
 from ..memory import aligned_empty
 from ..registry import Variant, register
@@ -73,9 +74,18 @@ def _rotating_inputs(nbytes, dtype=None, seed=0, threads=None):
 
 
 def _point(rot, K, S, block, reps, threads, target_s):
-    threads = resolve_threads(threads)
-    block = int(block or ert.block_elements(32 << 10, 8, S))
-    rot.prepare(int(K), int(S), block, int(reps), threads, float(target_s))
+    """The block actually used (a small array gets shorter blocks: each thread needs one) and threads."""
+    threads, S = resolve_threads(threads), int(S)
+    quantum = S * 8  # S streams starting on 64-byte lines
+    fit = (rot.a.size // threads) // quantum * quantum
+    if fit < quantum:
+        raise RooflabError(
+            f"cpu.intensity.ert-rotating: an array of {rot.a.nbytes} bytes cannot give {threads} threads "
+            f"a block of {S} cache lines",
+            "use a larger array",
+        )
+    block = min(int(block or ert.block_elements(32 << 10, 8, S)), fit)
+    rot.prepare(int(K), S, block, int(reps), threads, float(target_s))
     return block, threads
 
 
