@@ -115,7 +115,7 @@ def run_set(runner: Driver, members, rounds: int, budget: float, log) -> list[di
             cv_limit=timing.get("cv_limit"),
             target_s=timing.get("target_s"),
             max_attempts=1,
-        )
+        ).as_dict()  # a plain dict: per-round figures are added below
         recs.append(rec)
         if rec["status"] != "ok":
             log(f"  FAILED {c.label}: {rec['error']}")

@@ -142,24 +142,25 @@ def main() -> int:
                 None,
             ),
         ]
-    targets.append(
-        (
-            f"DRAM triad {T}T (2 GB)",
-            lambda: likwid(f"triad_{w}_fma", args.dram_bytes, T),
-            lambda: triad_bw(T),
-            "GB/s",
-            0.90,
+    for t in sorted({1, T}):  # DRAM at 1 thread and all threads (a core alone cannot fill the channels)
+        targets.append(
+            (
+                f"DRAM triad {t}T (2 GB)",
+                lambda t=t: likwid(f"triad_{w}_fma", args.dram_bytes, t),
+                lambda t=t: triad_bw(t),
+                "GB/s",
+                0.90,
+            )
         )
-    )
-    targets.append(
-        (
-            f"DRAM update {T}T (2 GB)",
-            lambda: likwid(f"update_{w}", args.dram_bytes, T),
-            lambda: update_bw(T),
-            "GB/s",
-            None,
+        targets.append(
+            (
+                f"DRAM update {t}T (2 GB)",
+                lambda t=t: likwid(f"update_{w}", args.dram_bytes, t),
+                lambda t=t: update_bw(t),
+                "GB/s",
+                None,
+            )
         )
-    )
     if args.only:
         targets = [t for t in targets if re.search(args.only, t[0])]
     rows = []

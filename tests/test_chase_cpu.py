@@ -152,7 +152,11 @@ def test_latency_ceilings_per_level_from_the_staircase():
     assert all(c["kind"] == "latency" and c["unit"] == "ns" and c["kernel"] == NAMES[1] for c in ceil.values())
     assert C.latency_ceilings(recs, CACHES, variant=NAMES[0])[0]["value"] == pytest.approx(1.8)
     assert [ceil[k]["plateau_end_bytes"] for k in ("L1", "L2", "L3", "DRAM")] == [16 << 10, 256 << 10, 8 << 20, None]
+    assert not any(c["noisy"] for c in ceil.values())
     early = [r for r in recs if r.get("chase_bytes") != 8 << 20] + [_rec(NAMES[1], 8 << 20, 90.0)]  # L3 gives out early
-    assert {c["level"]: c for c in C.latency_ceilings(early, CACHES)}["L3"]["plateau_end_bytes"] == 4 << 20
+    l3 = {c["level"]: c for c in C.latency_ceilings(early, CACHES)}["L3"]
+    assert l3["plateau_end_bytes"] == 4 << 20
+    # its window then holds two plateaus (14 and 90 ns): flagged, with the reason, never silently a median
+    assert l3["noisy"] and "not a plateau" in l3["noise_reasons"][0]
     stairs = C.staircase(recs, NAMES[1])
     assert [p["bytes"] for p in stairs] == sorted(truth) and stairs[0]["cycles"] == pytest.approx(4.2)

@@ -2,7 +2,7 @@
 and the suite that gathers every latency rooflab measures (`rooflab run --suite latency`).
 
 Variants (CPU dispatch paths):
-  cpu.latency.empty      an @njit call with one integer argument and no work (~50-100 ns)
+  cpu.latency.empty      an @njit call with no arguments and no work, results summed (~60-80 ns)
   cpu.latency.ufunc      np.add on 8 float64 elements (~0.3-1 us: numpy's dispatch and checks)
   cpu.latency.fork_join  a numba parallel region over all threads (~1-10 us: pool wake-up + barrier)
 An op whose time is within 2x of these is latency-bound: making it faster means calling less.
@@ -39,10 +39,10 @@ def _fork_join(out, reps=1, threads=None):
 
 
 def _empty_calls(reps=1, threads=None):
-    """``reps`` dependent calls of the empty @njit function; returns how many ran."""
+    """``reps`` calls of the empty @njit function; returns how many ran (each returns 1)."""
     n = 0
     for _ in range(int(reps)):
-        n = latency.empty(n)
+        n += latency.empty()
     return np.int64(n)
 
 
@@ -51,7 +51,7 @@ register(
         name="cpu.latency.empty",
         family="latency",
         device="cpu",
-        description="an @njit call with one integer argument and no work",
+        description="an @njit call with no arguments and no work (the results summed: the calls counted)",
         kernel=_empty_calls,
         reference=lambda reps=1, **_: np.int64(reps),  # every call made, none skipped
         work=lambda reps=1, **_: Work(launches=int(reps)),

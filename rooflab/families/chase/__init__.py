@@ -311,6 +311,9 @@ def ceilings(data: dict) -> list[dict]:
     return latency_ceilings(recs, data["machine"].get("cpu", {}).get("caches", []))
 
 
+FLAT = 1.5  # a level's window whose slowest point is this many times its fastest is not one plateau
+
+
 def latency_ceilings(records: list[dict], caches: list[dict], variant: str | None = None) -> list[dict]:
     """`latency` ceilings, one per memory level, from chase records (1 thread).
 
@@ -347,9 +350,15 @@ def latency_ceilings(records: list[dict], caches: list[dict], variant: str | Non
                 "window_bytes": [w["lo"], w["hi"]],
                 "os_size_bytes": w["os_bytes"],
                 "points_bytes": [p["bytes"] for p in inside],
-                "noisy": sum(p["noisy"] for p in inside) > len(inside) / 2,
+                "noisy": sum(p["noisy"] for p in inside) > len(inside) / 2 or max(ns) > FLAT * min(ns),
+                "window_spread": max(ns) / min(ns),
             }
         )
+        if max(ns) > FLAT * min(ns):  # the window straddles a step: the level is not where the OS says
+            out[-1]["noise_reasons"] = [
+                f"points in the window differ {max(ns) / min(ns):.1f}x: not a plateau (the cache that answers "
+                "is smaller than the OS reports, or pages are not huge)"
+            ]
     _plateau_ends(out, pts)
     return out
 
