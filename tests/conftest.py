@@ -32,23 +32,28 @@ def quick_result(tmp_path_factory):
     return files[0]
 
 
-# CUDA compile checks kept in the fast loop: every source through NVRTC for sm_90 (sm_90a for wgmma).
-# The same checks for sm_80, nvcc's stand-alone builds and the knob sweeps (1-6 s each) run in CI.
-_SLOW_COMPILES = (
-    "[sm_80]",
-    "-sm_80]",
-    "test_nvcc_",
-    "test_sweep_candidates_",
-    "test_file_defaults_are_the_launcher_knobs",
+# The fast loop (`pytest -m "not slow"`, < 60 s on 2 cores) leaves to CI: every NVRTC/nvcc build and
+# SASS check of kernels/cuda (1-9 s each; the CUDA kernel author's loop is
+# `pytest tests/test_cuda_*compile*.py`), and the tests that draw whole reports or charts.
+_SLOW_MODULES = ("test_cuda_compile", "test_cuda_gemm_compile", "test_cuda_families_compile")
+_SLOW_TESTS = (
+    "test_all_plots_writes_the_latency_chart",
+    "test_report_shows_the_latency_chart_and_cycles",
+    "test_asv_check",
+    "test_layers_figure_bars_and_annotations",
+    "test_rooflab_plot_writes_the_conv_charts",
+    "test_place_runtime_cli_writes_table_plot_and_summary",
+    "test_intensity_point_on_a_small_array_uses_shorter_blocks",
+    "test_intensity_point_whose_kernel_skips_the_slice_fails_verification",
+    "test_gpu_result_is_one_panel_and_files_are_written",
 )
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests that need a real `rooflab run` (the quick_result fixture, ~1 min) and the second-arch /
-    nvcc duplicates of the CUDA compile checks are slow: the fast loop `pytest -m "not slow"` skips
-    them; CI runs everything."""
+    """Tests that need a real `rooflab run` (the quick_result fixture, ~1 min), the CUDA builds and
+    the whole-chart tests are slow: the fast loop `pytest -m "not slow"` skips them; CI runs everything."""
     for item in items:
         if "quick_result" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
-        elif "compile" in item.module.__name__ and any(k in item.nodeid for k in _SLOW_COMPILES):
+        elif item.module.__name__.split(".")[-1] in _SLOW_MODULES or item.originalname in _SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
