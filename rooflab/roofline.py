@@ -29,6 +29,18 @@ COMPUTE_UNIT = "GFLOP/s"
 LATENCY_UNIT = "ns"
 
 
+def point_stats(values: list[float]) -> dict:
+    """Median, p20-p80, range and count of the sweep points a ceiling is derived from."""
+    return {
+        "median": float(median(values)),
+        "p20": float(np.quantile(values, 0.2)),
+        "p80": float(np.quantile(values, 0.8)),
+        "min": float(min(values)),
+        "max": float(max(values)),
+        "n_points": len(values),
+    }
+
+
 def capacity(cache: dict, threads: int) -> int:
     """Bytes of this level available to ``threads`` threads (one per core)."""
     if cache.get("private", False):
@@ -99,14 +111,7 @@ def bandwidth_ceilings(
                 "kernel": kernel,
                 "value": float(median(values)),
                 "unit": BANDWIDTH_UNIT,
-                "stats": {
-                    "median": float(median(values)),
-                    "p20": float(np.quantile(values, 0.2)),
-                    "p80": float(np.quantile(values, 0.8)),
-                    "min": float(min(values)),
-                    "max": float(max(values)),
-                    "n_points": len(values),
-                },
+                "stats": point_stats(values),
                 "window_bytes": [w["lo"], w["hi"]],
                 "os_size_bytes": w["os_bytes"],
                 "points_bytes": [p["working_set_bytes"] for p in inside],

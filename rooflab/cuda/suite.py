@@ -18,12 +18,12 @@ from __future__ import annotations
 from dataclasses import replace
 from statistics import median
 
-import numpy as np
-
 from ..errors import RooflabError
 from ..families.chase import cuda as chase_family
+from ..families.latency import LAUNCH_NAMES  # launch paths as latency ceilings, names as before
 from ..families.launch import cuda as launch_family
 from ..registry import get_variant
+from ..roofline import point_stats
 from . import backend, compiler, loader
 
 _DRIVER = None
@@ -106,8 +106,6 @@ class Plan:
         self.intensity_elems = min(max(8 * self.l2, 1 << 30), int(free_bytes * 0.4)) // 8
 
 
-# the launch family's paths that are latency ceilings, under the names earlier results used
-LAUNCH_PATHS = {"enqueue": "enqueue", "roundtrip": "roundtrip", "graph-node": "graph"}
 COMPUTE = ("cuda.fma.f32", "cuda.fma.f64", "cuda.mma.f16", "cuda.mma.bf16")
 HOPPER = ("cuda.wgmma.f16", "cuda.wgmma.bf16")
 TENSOR_DTYPES = {
@@ -137,8 +135,8 @@ def steps(writer, plan: Plan) -> list[tuple[str, object]]:
         )
 
     for case in launch_family.cases(plan.quick):
-        if case.meta["path"] in LAUNCH_PATHS:
-            case = replace(case, meta={**case.meta, "kernel": LAUNCH_PATHS[case.meta["path"]]})
+        if case.meta["path"] in LAUNCH_NAMES:
+            case = replace(case, meta={**case.meta, "kernel": LAUNCH_NAMES[case.meta["path"]]})
             out.append((f"launch latency ({case.meta['kernel']})", lambda c=case: launch(c)))
 
     # memory latency per level: the chase family's random-order ld.global.ca walk at its L1, L2 and
@@ -335,14 +333,7 @@ def derive(data: dict) -> list[dict]:
                 "kernel": kernel,
                 "value": med,
                 "unit": unit,
-                "stats": {
-                    "median": med,
-                    "p20": float(np.quantile(values, 0.2)),
-                    "p80": float(np.quantile(values, 0.8)),
-                    "min": min(values),
-                    "max": max(values),
-                    "n_points": len(values),
-                },
+                "stats": point_stats(values),
                 "noisy": False,
                 **(extra or {}),
             }

@@ -177,19 +177,6 @@ def cases(quick: bool, threads: list[int] | None = None, device: str | None = No
 LAUNCH_NAMES = {"enqueue": "enqueue", "roundtrip": "roundtrip", "graph-node": "graph"}  # as the GPU suite names them
 
 
-def _stats(values: list[float]) -> dict:
-    from statistics import median
-
-    return {
-        "median": float(median(values)),
-        "p20": float(np.quantile(values, 0.2)),
-        "p80": float(np.quantile(values, 0.8)),
-        "min": float(min(values)),
-        "max": float(max(values)),
-        "n_points": len(values),
-    }
-
-
 def dispatch_ceilings(records: list[dict]) -> list[dict]:
     """ "dispatch: <path>" per CPU dispatch variant and thread count: the fastest pass (a floor is a
     lower bound of what a call costs), flagged noisy when passes differ by more than 10 %."""

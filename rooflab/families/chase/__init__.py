@@ -32,6 +32,7 @@ import numpy as np
 from ...errors import RooflabError, VerificationError
 from ...memory import aligned_empty
 from ...registry import Case
+from ...roofline import point_stats
 from ...work import Work
 
 FAMILY = "chase"
@@ -253,17 +254,6 @@ def staircase(records: list[dict], variant: str | None = None) -> list[dict]:
     return sorted(pts, key=lambda p: (p["variant"], p["bytes"]))
 
 
-def _stats(values: list[float]) -> dict:
-    return {
-        "median": float(median(values)),
-        "p20": float(np.quantile(values, 0.2)),
-        "p80": float(np.quantile(values, 0.8)),
-        "min": float(min(values)),
-        "max": float(max(values)),
-        "n_points": len(values),
-    }
-
-
 GPU_VARIANT = "cuda.chase.01-random-ld-ca"
 GPU_LEVELS = ("L1", "L2", "HBM")
 
@@ -292,7 +282,7 @@ def gpu_latency_ceilings(records: list[dict], variant: str = GPU_VARIANT) -> lis
                 "threads": 0,
                 "value": float(median(ns)),
                 "unit": LATENCY_UNIT,
-                "stats": _stats(ns),
+                "stats": point_stats(ns),
                 "cycles": float(median(cyc)) if cyc else None,
                 "clock_ghz": float(median(clocks)) if clocks else None,
                 "kernel": variant,
@@ -343,7 +333,7 @@ def latency_ceilings(records: list[dict], caches: list[dict], variant: str | Non
                 "threads": 1,
                 "value": float(median(ns)),
                 "unit": LATENCY_UNIT,
-                "stats": _stats(ns),
+                "stats": point_stats(ns),
                 "cycles": float(median(cyc)) if cyc else None,
                 "clock_ghz": float(median(clocks)) if clocks else None,
                 "kernel": variant,
