@@ -65,3 +65,5 @@ def test_every_cpu_suite_variant_accepts_its_own_inputs(case):
     assert expected is not None, v.name
     work = v.work(*inputs, reps=1, **params)
     assert work.flops >= 0 and work.bytes >= 0 and (work.flops or work.bytes or work.launches), v.name
+    if v.result_dtype:  # the tolerance lookup takes the same inputs (a bias included)
+        assert v.result_dtype(*inputs, **params) is not None, v.name
