@@ -254,6 +254,42 @@ def staircase(records: list[dict], variant: str | None = None) -> list[dict]:
     return sorted(pts, key=lambda p: (p["variant"], p["bytes"]))
 
 
+FLAT = 1.5  # a level's window whose slowest point is this many times its fastest is not one plateau
+
+
+def _level_ceiling(level: str, inside: list[dict], threads: int, variant: str) -> dict:
+    """One `latency` ceiling from the staircase points of a level: the median ns per hop, flagged
+    when most points are noisy or when the points differ by more than FLAT (two plateaus)."""
+    from ...roofline import LATENCY_UNIT
+
+    ns = [p["ns"] for p in inside]
+    cyc = [p["cycles"] for p in inside if p["cycles"]]
+    clocks = [p["clock_ghz"] for p in inside if p["clock_ghz"]]
+    spread = max(ns) / min(ns)
+    c = {
+        "name": f"memory latency {level} (pointer chase)",
+        "kind": "latency",
+        "level": level,
+        "dtype": None,
+        "threads": threads,
+        "value": float(median(ns)),
+        "unit": LATENCY_UNIT,
+        "stats": point_stats(ns),
+        "cycles": float(median(cyc)) if cyc else None,
+        "clock_ghz": float(median(clocks)) if clocks else None,
+        "kernel": variant,
+        "points_bytes": [p["bytes"] for p in inside],
+        "noisy": sum(p["noisy"] for p in inside) > len(inside) / 2 or spread > FLAT,
+        "window_spread": spread,
+    }
+    if spread > FLAT:  # the window straddles a step: the level is not where it was expected
+        c["noise_reasons"] = [
+            f"points in the window differ {spread:.1f}x: not a plateau (the cache that answers "
+            "is smaller than the OS reports, or pages are not huge)"
+        ]
+    return c
+
+
 GPU_VARIANT = "cuda.chase.01-random-ld-ca"
 GPU_LEVELS = ("L1", "L2", "HBM")
 
@@ -262,34 +298,13 @@ def gpu_latency_ceilings(records: list[dict], variant: str = GPU_VARIANT) -> lis
     """`latency` ceilings of a GPU: per level the case was sized for (L1 bytes, fractions and
     multiples of the device's L2), the median ns per hop the kernel measured on the chip over the
     working sets of that level (threads = 0: the whole device, one thread chasing)."""
-    from ...roofline import LATENCY_UNIT
-
     pts = [p for p in staircase(records, variant) if p["level"]]
     out = []
     for level in GPU_LEVELS:
         inside = [p for p in pts if p["level"] == level]
         if not inside:
             continue
-        ns = [p["ns"] for p in inside]
-        cyc = [p["cycles"] for p in inside if p["cycles"]]
-        clocks = [p["clock_ghz"] for p in inside if p["clock_ghz"]]
-        out.append(
-            {
-                "name": f"memory latency {level} (pointer chase)",
-                "kind": "latency",
-                "level": level,
-                "dtype": None,
-                "threads": 0,
-                "value": float(median(ns)),
-                "unit": LATENCY_UNIT,
-                "stats": point_stats(ns),
-                "cycles": float(median(cyc)) if cyc else None,
-                "clock_ghz": float(median(clocks)) if clocks else None,
-                "kernel": variant,
-                "points_bytes": [p["bytes"] for p in inside],
-                "noisy": sum(p["noisy"] for p in inside) > len(inside) / 2,
-            }
-        )
+        out.append(_level_ceiling(level, inside, 0, variant))
     return out
 
 
@@ -301,15 +316,12 @@ def ceilings(data: dict) -> list[dict]:
     return latency_ceilings(recs, data["machine"].get("cpu", {}).get("caches", []))
 
 
-FLAT = 1.5  # a level's window whose slowest point is this many times its fastest is not one plateau
-
-
 def latency_ceilings(records: list[dict], caches: list[dict], variant: str | None = None) -> list[dict]:
     """`latency` ceilings, one per memory level, from chase records (1 thread).
 
     ``variant`` picks the page size (default: the huge-page variant when present, since 4 KiB
     pages add a page walk to every hop beyond the TLB's reach)."""
-    from ...roofline import LATENCY_UNIT, level_windows
+    from ...roofline import level_windows
 
     pts = staircase(records)
     if variant is None:
@@ -321,34 +333,9 @@ def latency_ceilings(records: list[dict], caches: list[dict], variant: str | Non
         inside = [p for p in pts if p["bytes"] >= w["lo"] and (w["hi"] is None or p["bytes"] <= w["hi"])]
         if not inside:
             continue
-        ns = [p["ns"] for p in inside]
-        cyc = [p["cycles"] for p in inside if p["cycles"]]
-        clocks = [p["clock_ghz"] for p in inside if p["clock_ghz"]]
-        out.append(
-            {
-                "name": f"memory latency {w['level']} (pointer chase)",
-                "kind": "latency",
-                "level": w["level"],
-                "dtype": None,
-                "threads": 1,
-                "value": float(median(ns)),
-                "unit": LATENCY_UNIT,
-                "stats": point_stats(ns),
-                "cycles": float(median(cyc)) if cyc else None,
-                "clock_ghz": float(median(clocks)) if clocks else None,
-                "kernel": variant,
-                "window_bytes": [w["lo"], w["hi"]],
-                "os_size_bytes": w["os_bytes"],
-                "points_bytes": [p["bytes"] for p in inside],
-                "noisy": sum(p["noisy"] for p in inside) > len(inside) / 2 or max(ns) > FLAT * min(ns),
-                "window_spread": max(ns) / min(ns),
-            }
-        )
-        if max(ns) > FLAT * min(ns):  # the window straddles a step: the level is not where the OS says
-            out[-1]["noise_reasons"] = [
-                f"points in the window differ {max(ns) / min(ns):.1f}x: not a plateau (the cache that answers "
-                "is smaller than the OS reports, or pages are not huge)"
-            ]
+        c = _level_ceiling(w["level"], inside, 1, variant)
+        c.update(window_bytes=[w["lo"], w["hi"]], os_size_bytes=w["os_bytes"])
+        out.append(c)
     _plateau_ends(out, pts)
     return out
 
