@@ -13,6 +13,7 @@ import pytest
 from rooflab.cuda import compiler
 from rooflab.cuda import knobs as cv
 from rooflab.errors import RooflabError
+from tests.cuda_tools import nvrtc_or_skip
 
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
@@ -40,13 +41,6 @@ def _arch_flags(arch):
     if arch.endswith("a"):
         return [f"-gencode=arch=compute_{arch[3:]},code={arch}"]
     return [f"-arch={arch}"]
-
-
-def _nvrtc_or_skip():
-    try:
-        return compiler._nvrtc()
-    except RooflabError as e:
-        pytest.skip(str(e))
 
 
 @pytest.fixture
@@ -166,7 +160,7 @@ def test_nvcc_reports_a_broken_source(tmp_path):
 
 @pytest.mark.parametrize("name,arch", BUILDS)
 def test_nvrtc_builds_a_cubin_without_spills(cache, name, arch):
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     b = compiler.build(name, arch, KNOBS[name])
     with open(b.cubin_path, "rb") as f:
         assert f.read(4) == b"\x7fELF"
@@ -188,7 +182,7 @@ def test_every_kernel_launch_wave_fits_on_an_sm(cache, name, arch):
     """The grid each launcher uses (variants.SM_THREADS per SM) must be resident at once: ptxas's
     registers x threads and shared memory x blocks within one SM's, or part of the grid would wait
     for a second round and every bandwidth or peak figure would come out low."""
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     b = compiler.build(name, arch, KNOBS[name])
     block = {"mma_f16": cv.MMA_BLOCK, "mma_bf16": cv.MMA_BLOCK, "wgmma_f16": 128, "wgmma_bf16": 128}
     for kernel, r in b.resources.items():
@@ -201,7 +195,7 @@ def test_every_kernel_launch_wave_fits_on_an_sm(cache, name, arch):
 def test_wgmma_is_the_real_kernel_only_for_sm_90a(cache):
     """For sm_80/sm_90 wgmma.cu compiles to a NaN-writing stub (so every source builds everywhere);
     for sm_90a it is the real kernel: the 64x256 fp32 accumulator tile lives in registers."""
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     real = compiler.build("wgmma.cu", "sm_90a", cv.WGMMA_KNOBS).resources
     stub = compiler.build("wgmma.cu", "sm_90", cv.WGMMA_KNOBS).resources
     assert set(real) == set(stub) == {"wgmma_f16", "wgmma_bf16"}
@@ -210,7 +204,7 @@ def test_wgmma_is_the_real_kernel_only_for_sm_90a(cache):
 
 
 def test_nvrtc_name_expressions_lower_the_templates(cache):
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     exprs = ("fma_peak<float>", "fma_peak<double>")
     b = compiler.build("fma.cu", "sm_90", cv.FMA_KNOBS, exprs)
     assert set(b.lowered) == set(exprs)
@@ -219,7 +213,7 @@ def test_nvrtc_name_expressions_lower_the_templates(cache):
 
 
 def test_nvrtc_builds_are_cached_by_content(cache):
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     first = compiler.build("launch.cu", "sm_90")
     again = compiler.build("launch.cu", "sm_90")
     other = compiler.build("launch.cu", "sm_90", {"BLOCK": 128})
@@ -229,7 +223,7 @@ def test_nvrtc_builds_are_cached_by_content(cache):
 
 
 def test_nvrtc_error_carries_the_log_with_file_and_line(cache):
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     text = compiler.source("stream.cu")
     line = next(i for i, l in enumerate(compiler.source("stream.cu").splitlines()) if "s1 += v.y;" in l)
     broken = text.replace("s1 += v.y;", "s1 += v.y + undefined_thing;", 1)
@@ -251,7 +245,7 @@ def test_arch_specific_sources_pick_their_target():
 
 
 def test_nvrtc_refuses_an_unknown_arch(cache):
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     with pytest.raises(RooflabError, match="cannot compile for sm_12"):
         compiler.build("launch.cu", "sm_12")
 

@@ -11,8 +11,6 @@ that need one skip with the reason where it is missing.
 import re
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -21,6 +19,7 @@ from rooflab.errors import RooflabError
 from rooflab.families.chase import cuda as chase
 from rooflab.families.conv import cuda as conv
 from rooflab.families.elementwise import cuda as ew
+from tests.cuda_tools import cuobjdump, nvrtc_or_skip, private_cache
 
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
@@ -31,41 +30,15 @@ BUILDS = [(name, arch) for name in FAMILY_KNOBS for arch in ARCHS]
 SM_LIMITS = {"sm_80": {"registers": 65536, "smem": 164 << 10}, "sm_90": {"registers": 65536, "smem": 228 << 10}}
 
 
-def _cuobjdump():
-    exe = shutil.which("cuobjdump")
-    if exe:
-        return exe
-    for base in sys.path:  # the pip wheel nvidia-cuda-cuobjdump puts it under nvidia/cu*/bin
-        for p in Path(base).glob("nvidia/cu*/bin/cuobjdump"):
-            return str(p)
-    return None
-
-
-CUOBJDUMP = _cuobjdump()
+CUOBJDUMP = cuobjdump()
 needs_cuobjdump = pytest.mark.skipif(
     CUOBJDUMP is None or NVCC is None, reason="nvcc or cuobjdump is not installed (pip install nvidia-cuda-cuobjdump)"
 )
 
 
-def _nvrtc_or_skip():
-    try:
-        return compiler._nvrtc()
-    except RooflabError as e:
-        pytest.skip(str(e))
-
-
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
-    import os
-
-    path = tmp_path_factory.mktemp("cubins")
-    old = os.environ.get("ROOFLAB_CACHE_DIR")
-    os.environ["ROOFLAB_CACHE_DIR"] = str(path)
-    yield path
-    if old is None:
-        os.environ.pop("ROOFLAB_CACHE_DIR", None)
-    else:
-        os.environ["ROOFLAB_CACHE_DIR"] = old
+    yield from private_cache(tmp_path_factory)
 
 
 def _nvcc(tmp_path, name, arch, kind="-cubin"):
@@ -107,7 +80,7 @@ def test_nvcc_compiles_without_spills(tmp_path, name, arch):
 
 @pytest.mark.parametrize("name,arch", BUILDS)
 def test_nvrtc_builds_without_spills(cache, name, arch):
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     b = compiler.build(name, arch, FAMILY_KNOBS[name])
     with open(b.cubin_path, "rb") as f:
         assert f.read(4) == b"\x7fELF"
@@ -118,7 +91,7 @@ def test_nvrtc_builds_without_spills(cache, name, arch):
 
 def test_every_kernel_a_module_launches_exists(cache):
     """The kernel names the Python launchers use are the ones the sources define."""
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     conv_names = set(compiler.build(conv.SOURCE, "sm_90", conv.KNOBS).resources)
     assert conv_names == {
         "conv_naive",
@@ -137,7 +110,7 @@ def test_elementwise_waves_are_resident(cache, arch):
     """The grid-stride kernels are launched as one wave of SM_THREADS per SM (and the row kernels
     up to it): registers x threads must fit in an SM's register file, or blocks wait for a second
     round and the bandwidth figure comes out low."""
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     res = compiler.build(ew.SOURCE, arch, ew.KNOBS).resources
     for kernel, r in res.items():
         threads = ew.SM_THREADS[kernel]
@@ -151,7 +124,7 @@ def test_elementwise_waves_are_resident(cache, arch):
 def test_conv_blocks_fit_an_sm(cache, arch):
     """Each conv kernel's block (threads x registers, static + the largest dynamic shared memory the
     launchers ask for) fits on one SM, at least twice for the tiled kernels (latency hiding)."""
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     res = compiler.build(conv.SOURCE, arch, conv.KNOBS).resources
     k = conv.KNOBS
     blocks = {"conv_tiled": k["DT_P"] * k["DT_Q"], "conv_depthwise": k["DW_P"] * k["DW_Q"]}
@@ -211,7 +184,7 @@ def test_chase_hops_are_a_chain_of_loads(sass_dir, arch):
     """Every load of the unrolled timed loop takes its address straight from the previous load's
     result (no address arithmetic inside a hop), .cg loads are GPU-scope (served by L2, not L1) and
     .ca loads are not."""
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     load = re.compile(r"LDG\.E\.64(\.\S+)?\s+(R\d+),\s*(?:desc\[\w+\])?\[(R\d+)\.64\]")
     for function, scope in (("chase_ca", ".STRONG.SM"), ("chase_cg", ".STRONG.GPU")):
         loads = [m.groups() for line in _sass(sass_dir, chase.SOURCE, arch, function) for m in [load.search(line)] if m]

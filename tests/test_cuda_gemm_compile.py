@@ -12,8 +12,6 @@ Run: pytest -q tests/test_cuda_gemm_compile.py
 """
 
 import collections
-import glob
-import os
 import re
 import shutil
 import subprocess
@@ -23,6 +21,7 @@ import pytest
 from rooflab.cuda import compiler
 from rooflab.errors import RooflabError
 from rooflab.families.gemm import cuda as g
+from tests.cuda_tools import cuobjdump, nvrtc_or_skip, private_cache
 
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
@@ -32,40 +31,12 @@ BUILDS = [(r.source, a) for r in g.RUNGS for a in ["sm_80", "sm_90"] + (compiler
 SMEM_PER_BLOCK = {"sm_80": 163 << 10, "sm_90": 227 << 10, "sm_90a": 227 << 10}
 
 
-def _cuobjdump():
-    found = shutil.which("cuobjdump")
-    if found:
-        return found
-    try:
-        import nvidia  # namespace package of NVIDIA's pip wheels (nvidia-cuda-cuobjdump)
-
-        for base in nvidia.__path__:
-            for path in sorted(glob.glob(os.path.join(base, "*", "bin", "cuobjdump"))):
-                return path
-    except ImportError:
-        pass
-    return None
-
-
-CUOBJDUMP = _cuobjdump()
-
-
-def _nvrtc_or_skip():
-    try:
-        return compiler._nvrtc()
-    except RooflabError as e:
-        pytest.skip(str(e))
+CUOBJDUMP = cuobjdump()
 
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
-    old = os.environ.get("ROOFLAB_CACHE_DIR")
-    os.environ["ROOFLAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
-    yield
-    if old is None:
-        os.environ.pop("ROOFLAB_CACHE_DIR", None)
-    else:
-        os.environ["ROOFLAB_CACHE_DIR"] = old
+    yield from private_cache(tmp_path_factory, "cache")
 
 
 def _arch_flags(arch):
@@ -113,7 +84,7 @@ def test_nvcc_builds_a_file_without_any_define(tmp_path):
 
 @pytest.mark.parametrize("name,arch", BUILDS)
 def test_nvrtc_builds_fit_an_sm_without_spills(cache, name, arch):
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     r = RUNG[name]
     b = compiler.build(name, arch, r.knobs)
     with open(b.cubin_path, "rb") as f:
@@ -135,7 +106,7 @@ CANDIDATES = [pytest.param(n, c, id=f"{n:02d}-{c}") for n, cs in g.CANDIDATES.it
 @pytest.mark.parametrize("number,knobs", CANDIDATES)
 def test_sweep_candidates_build_without_spills_and_fit(cache, number, knobs):
     """The knob sets scripts/gemm_ladder_cuda.py --sweep tries on a GPU (emulated in the CPU tests)."""
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     r = g.with_knobs(g.BY_NUMBER[number], knobs)
     arch = (compiler.targets(r.source) or ["sm_90"])[0]
     b = compiler.build(r.source, arch, r.knobs)
@@ -152,7 +123,7 @@ def test_unknown_knobs_are_refused():
 
 def test_file_defaults_are_the_launcher_knobs(cache):
     """A build without -D is the kernel the launcher runs (the knobs repeat the #ifndef defaults)."""
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     for r in g.RUNGS:
         arch = (compiler.targets(r.source) or ["sm_90"])[0]
         plain = compiler.build(r.source, arch).resources
@@ -161,7 +132,7 @@ def test_file_defaults_are_the_launcher_knobs(cache):
 
 
 def test_knobs_change_the_kernel(cache):
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     base = compiler.build("gemm09_wgmma.cu", "sm_90a", g.BY_NUMBER[9].knobs).resources["gemm09_wgmma_f16"]
     narrow = compiler.build("gemm09_wgmma.cu", "sm_90a", {**g.BY_NUMBER[9].knobs, "BN": 128}).resources
     assert narrow["gemm09_wgmma_f16"]["registers"] < base["registers"]  # 64 accumulators instead of 128
@@ -209,7 +180,7 @@ needs_cuobjdump = pytest.mark.skipif(
 @needs_cuobjdump
 @pytest.mark.parametrize("name,arch", BUILDS)
 def test_sass_has_the_instructions_each_rung_claims(cache, name, arch):
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     r = RUNG[name]
     k = r.knobs
     sass = _sass(compiler.build(name, arch, k).cubin_path)
@@ -246,7 +217,7 @@ def test_sass_has_the_instructions_each_rung_claims(cache, name, arch):
 @needs_cuobjdump
 def test_sass_reader_counts_the_existing_peak_kernels(cache):
     """The reader itself: tensor.cu and wgmma.cu hold the 320 HMMA and 40 HGMMA known from their sources."""
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     from rooflab.cuda import knobs as cv
 
     mma = _sass(compiler.build("tensor.cu", "sm_90", cv.MMA_KNOBS).cubin_path)

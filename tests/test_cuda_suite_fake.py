@@ -10,20 +10,11 @@ import pytest
 from rooflab import cli
 from rooflab.cuda import suite
 from tests import fake_gpu
+from tests.cuda_tools import nvrtc_or_skip
 
 pytestmark = pytest.mark.slow  # each test runs a whole suite on the stand-in GPU
 
 pytest.importorskip("cupy")
-
-
-def _nvrtc_or_skip():
-    from rooflab.cuda import compiler
-    from rooflab.errors import RooflabError
-
-    try:
-        compiler._nvrtc()
-    except RooflabError as e:
-        pytest.skip(str(e))
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +24,7 @@ def cubin_cache(tmp_path_factory):
 
 @pytest.fixture
 def env(tmp_path, monkeypatch, cubin_cache):
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     monkeypatch.setenv("ROOFLAB_CACHE_DIR", str(cubin_cache))
     monkeypatch.setenv("ROOFLAB_MACHINE", "fake-gpu")
     return tmp_path
