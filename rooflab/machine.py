@@ -70,7 +70,13 @@ def software_versions() -> dict:
     out["vector_policy"] = _numba_env.VECTOR_NOTE
     out["env"] = {
         k: os.environ.get(k)
-        for k in ("OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT", "OPENBLAS_CORETYPE", "OMP_NUM_THREADS")
+        for k in (
+            "OMP_WAIT_POLICY",
+            "GOMP_SPINCOUNT",
+            "OPENBLAS_THREAD_TIMEOUT",
+            "OPENBLAS_CORETYPE",
+            "OMP_NUM_THREADS",
+        )
         if os.environ.get(k) is not None
     }
     return out

@@ -9,9 +9,13 @@ threadpoolctl). Threads are matched: numba.set_num_threads plus threadpoolctl's 
 Contention: the load average before/after and, per cell, the CPU time the process got over the
 wall time x threads (1.00 = it had its cores the whole time) are printed beside the figures.
 
-Environment: OMP_WAIT_POLICY=PASSIVE and OPENBLAS_THREAD_TIMEOUT=4 are set unless already set
-(numba-parallel and BLAS thread pools spin-wait against each other otherwise; see
-research/numba-gemm-conv.md section 3). OPENBLAS_CORETYPE, if set, picks OpenBLAS's kernels: the
+Environment: OMP_WAIT_POLICY=PASSIVE, GOMP_SPINCOUNT=300000 and OPENBLAS_THREAD_TIMEOUT=4 are set
+unless already set: numba-parallel and BLAS thread pools spin-wait against each other otherwise
+(research/numba-gemm-conv.md section 3), but a pool that sleeps at once pays a futex wake-up
+(~50 us) per parallel call, which is 15 % of a 0.3 ms decode GEMV. The short spin (libgomp's own
+default when no policy is given, ~0.1 ms) keeps the numba pool warm between back-to-back calls, as in
+a decode loop, and lets it sleep before a long BLAS call. Measured on 2-vCPU Zen 4, 1x768x3072 cold,
+2 threads: rung 05 at 84 % of the DRAM read roof with PASSIVE alone, 99-104 % with the short spin. OPENBLAS_CORETYPE, if set, picks OpenBLAS's kernels: the
 kernel architecture that ran is printed.
 
 Run:
@@ -25,6 +29,7 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("GOMP_SPINCOUNT", "300000")
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 import argparse  # noqa: E402
@@ -151,7 +156,10 @@ def main(argv=None) -> int:
     names = {v.number: v for v in rooflab.list_variants(family="gemm", device="cpu")}
     variants = [names[n] for n in numbers]
     threads = [check_threads(int(t)) for t in args.threads.split(",")]
-    env = {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT", "OPENBLAS_CORETYPE")}
+    env = {
+        k: os.environ.get(k)
+        for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OPENBLAS_THREAD_TIMEOUT", "OPENBLAS_CORETYPE")
+    }
     header = {
         "blas": blas_info(),
         "simd": simd.describe(),

@@ -287,6 +287,29 @@ def test_multithreaded_splits(dtype):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_gemv_split_k(dtype):
+    """M = 1: one stream per thread, K split unevenly, vector tails, and the partial-row sum."""
+    rng = np.random.default_rng(11)
+    for N, Kd in [(17, 129), (768, 3072), (1, 200), (simd.lanes(dtype) * 3, 64)]:
+        A, B = fam.inputs({"M": 1, "N": N, "K": Kd}, dtype, seed=N + Kd)
+        for threads in (1, 2):
+            C = np.full((1, N), np.nan, dtype)
+            K.gemv(A, B, C, threads=threads)
+            verify.check(C, fam.reference(A, B), dtype=dtype, what=f"gemv 1x{N}x{Kd} {threads}T")
+    # each thread's share of K really reaches C: dropping the second partial row is caught
+    A = rng.random((1, 256)).astype(dtype) + 0.5
+    B = rng.random((256, 40)).astype(dtype) + 0.5
+    part = np.empty((2, 40), dtype)
+    C = np.empty((1, 40), dtype)
+    K.gemv_split_k(A, B, C, part)
+    C_half = part[:1].copy()
+    verify.check(C, fam.reference(A, B), dtype=dtype, what="split-K sum")
+    with pytest.raises(VerificationError):
+        verify.check(C_half, fam.reference(A, B), dtype=dtype, what="one partial row only")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_packed_block_edges(dtype):
     """Tiny blocks: many jc/pc/ic iterations, first-pass stores then accumulation, every edge."""
     mr, nr = K.TILE[dtype]
