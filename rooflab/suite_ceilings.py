@@ -306,7 +306,9 @@ def derive_ceilings(data: dict) -> list[dict]:
     from .families.latency import dispatch_ceilings
 
     out += dispatch_ceilings(recs)
-    out += chase.latency_ceilings([r for r in recs if r["family"] == "chase"], caches)
+    out += chase.latency_ceilings(
+        [r for r in recs if r["family"] == "chase"], caches, best_ghz=machine["cpu"].get("measured_ghz")
+    )
     return out
 
 

@@ -160,3 +160,15 @@ def test_latency_ceilings_per_level_from_the_staircase():
     assert l3["noisy"] and "not a plateau" in l3["noise_reasons"][0]
     stairs = C.staircase(recs, NAMES[1])
     assert [p["bytes"] for p in stairs] == sorted(truth) and stairs[0]["cycles"] == pytest.approx(4.2)
+
+
+def test_latency_level_measured_below_the_runs_best_clock_is_flagged():
+    """A level chased while the core ran slow reads the same cycles but more ns: flagged, with the
+    clock, where the run's best clock is >5 % higher; the same level at the best clock is not."""
+    recs = [_rec(NAMES[1], b, 1.2 * 3.5 / 3.2, ghz=3.2) for b in (8 << 10, 16 << 10)]  # L1 at 3.2 GHz
+    recs += [_rec(NAMES[1], b, 4.0) for b in (128 << 10, 256 << 10)]  # L2 at 3.5 GHz
+    ceil = {c["level"]: c for c in C.latency_ceilings(recs, CACHES, best_ghz=3.5)}
+    assert ceil["L1"]["noisy"] and "below the run's best clock" in ceil["L1"]["noise_reasons"][0]
+    assert ceil["L1"]["cycles"] == pytest.approx(4.2)
+    assert not ceil["L2"]["noisy"]
+    assert not any(c["noisy"] for c in C.latency_ceilings(recs, CACHES, best_ghz=3.3))  # within 5 %

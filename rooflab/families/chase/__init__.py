@@ -254,6 +254,7 @@ def staircase(records: list[dict], variant: str | None = None) -> list[dict]:
     return sorted(pts, key=lambda p: (p["variant"], p["bytes"]))
 
 
+CLOCK_DIP = 0.05  # a level measured this far below the run's best clock is flagged
 FLAT = 1.5  # a level's window whose slowest point is this many times its fastest is not one plateau
 
 
@@ -313,14 +314,19 @@ def ceilings(data: dict) -> list[dict]:
     recs = [r for r in data.get("records", []) if r.get("status") == "ok" and r.get("family") == FAMILY]
     if data.get("device") == "cuda":
         return gpu_latency_ceilings(recs)
-    return latency_ceilings(recs, data["machine"].get("cpu", {}).get("caches", []))
+    cpu = data["machine"].get("cpu", {})
+    return latency_ceilings(recs, cpu.get("caches", []), best_ghz=cpu.get("measured_ghz"))
 
 
-def latency_ceilings(records: list[dict], caches: list[dict], variant: str | None = None) -> list[dict]:
+def latency_ceilings(
+    records: list[dict], caches: list[dict], variant: str | None = None, best_ghz: float | None = None
+) -> list[dict]:
     """`latency` ceilings, one per memory level, from chase records (1 thread).
 
     ``variant`` picks the page size (default: the huge-page variant when present, since 4 KiB
-    pages add a page walk to every hop beyond the TLB's reach)."""
+    pages add a page walk to every hop beyond the TLB's reach). ``best_ghz``: the best 1-thread
+    clock of the whole run; a level measured while the core ran more than CLOCK_DIP below it is
+    flagged (its ns per load hold only for that lower clock: cache latencies are fixed in cycles)."""
     from ...roofline import level_windows
 
     pts = staircase(records)
@@ -335,6 +341,12 @@ def latency_ceilings(records: list[dict], caches: list[dict], variant: str | Non
             continue
         c = _level_ceiling(w["level"], inside, 1, variant)
         c.update(window_bytes=[w["lo"], w["hi"]], os_size_bytes=w["os_bytes"])
+        if best_ghz and c["clock_ghz"] and c["clock_ghz"] < (1 - CLOCK_DIP) * best_ghz:
+            c["noisy"] = True
+            c.setdefault("noise_reasons", []).append(
+                f"measured at {c['clock_ghz']:.2f} GHz, {1 - c['clock_ghz'] / best_ghz:.0%} below the run's best "
+                f"clock ({best_ghz:.2f} GHz): the ns per load hold for that clock only"
+            )
         out.append(c)
     _plateau_ends(out, pts)
     return out
