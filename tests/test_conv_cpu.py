@@ -59,6 +59,13 @@ NHWC = {
     "depthwise-s2": F.shape(1, 24, 11, 10, 24, 3, pad=1, groups=24, stride=2, layout="NHWC"),
     "depthwise-s1": F.shape(2, 40, 9, 12, 40, 3, pad=1, groups=40, layout="NHWC"),
     "depthwise-5x5": F.shape(1, 16, 9, 9, 16, 5, pad=2, groups=16, layout="NHWC"),
+    # the 3x3 sliding window's edges: pad 0, odd widths at stride 2, a 2-pixel row, no channel
+    # tail, only a tail, float64 via _cases
+    "depthwise-s2-p0-oddW": F.shape(1, 32, 9, 11, 32, 3, pad=0, groups=32, stride=2, layout="NHWC"),
+    "depthwise-s2-7x7": F.shape(2, 16, 7, 7, 16, 3, pad=1, groups=16, stride=2, layout="NHWC"),
+    "depthwise-s1-p0": F.shape(2, 16, 5, 6, 16, 3, pad=0, groups=16, layout="NHWC"),
+    "depthwise-s1-W2": F.shape(1, 48, 4, 2, 48, 3, pad=1, groups=48, layout="NHWC"),
+    "depthwise-s1-C5": F.shape(1, 5, 6, 7, 5, 3, pad=1, groups=5, layout="NHWC"),
     "1x1": F.shape(1, 5, 12, 12, 7, 1, layout="NHWC"),
 }
 SLOW_VARIANTS = ("06-winograd-f4x4-3x3",)

@@ -59,6 +59,9 @@ def pair(v, what: str, variant: str) -> tuple[int, int]:
     raise RooflabError(f"{variant}: {what}={v!r} must be an int or a pair of ints (h, w)")
 
 
+_FLOATS = (np.dtype("float32"), np.dtype("float64"))
+
+
 def conv_shape(x, w, stride=1, pad=0, groups=1, layout="NCHW", variant: str = "conv") -> dict:
     """Validate the arguments of one convolution; returns its shape dict (models/ops.py fields).
 
@@ -75,7 +78,7 @@ def conv_shape(x, w, stride=1, pad=0, groups=1, layout="NCHW", variant: str = "c
             want = "NHWC (N, H, W, C)" if name == "x" and layout == "NHWC" else want
             want = "(K, C/groups, R, S)" if name == "w" else want
             raise RooflabError(f"{variant}: {name} must be {want}, got {a.ndim}-D shape {tuple(a.shape)}")
-        if np.dtype(a.dtype).name not in ("float32", "float64"):
+        if a.dtype not in _FLOATS:  # (not dtype.name: ~3 us a call, a third of a 7x7 depthwise)
             raise RooflabError(f"{variant}: {name} has dtype {a.dtype}; conv kernels take float32 or float64")
         if not a.flags.c_contiguous:
             raise RooflabError(f"{variant}: {name} must be C-contiguous", f"pass np.ascontiguousarray({name})")
