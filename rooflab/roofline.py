@@ -161,6 +161,41 @@ def order_violations(ceilings: list[dict]) -> list[str]:
     return notes
 
 
+SWEEP_OVER_ROOF = 1.05  # a DRAM-streaming sweep point this far above the DRAM update roof
+
+
+def sweep_above_roof(ceilings: list[dict], sweep: list[dict]) -> list[str]:
+    """The intensity sweep streams its DRAM-sized array with the update kernel's mix (read and write
+    back in place), so its DRAM GB/s (GFLOP/s / intensity) can never beat the DRAM update roof of
+    the same thread count. When it does, the roof was measured while the memory bus was busier
+    (another tenant of the host: it leaves no trace in CPU steal time): the roof is flagged, with
+    the figure that beat it, and so is the point (its time is not the one the roof predicts)."""
+    notes = []
+    roofs = {
+        c["threads"]: c
+        for c in ceilings
+        if c["kind"] == "bandwidth" and c.get("level") == "DRAM" and c.get("kernel") == "update"
+    }
+    for p in sweep:
+        roof = roofs.get(p.get("threads"))
+        rate = (p.get("gflops") or {}).get("median")
+        if not roof or not rate or not p.get("intensity") or p.get("status", "ok") != "ok":
+            continue
+        gbps = rate / p["intensity"]
+        if gbps > SWEEP_OVER_ROOF * roof["value"]:
+            p["noisy"] = True
+            p["above_dram_roof"] = gbps / roof["value"]
+            if not roof.get("beaten_by_sweep"):
+                notes.append(
+                    f"the intensity sweep streamed DRAM at {gbps:.1f} GB/s ({p['intensity']:g} FLOP/B, "
+                    f"{p['threads']}T), {gbps / roof['value'] - 1:.0%} above {roof['name']} ({roof['value']:.1f} "
+                    "GB/s): the memory bus was busier while the roof was measured; both are flagged noisy"
+                )
+            roof["noisy"] = True
+            roof["beaten_by_sweep"] = max(roof.get("beaten_by_sweep", 0.0), gbps)
+    return notes
+
+
 def _plateau_ends(ceilings: list[dict], pts: list[dict]) -> None:
     for cur, nxt in zip(ceilings, ceilings[1:]):
         threshold = math.sqrt(cur["value"] * nxt["value"])

@@ -357,6 +357,7 @@ def run(driver: Driver, writer, plan: Plan, progress) -> None:
     set_theoretical(machine["cpu"], driver.best_clock)
     writer.data["ceilings"] = derive_ceilings(writer.data)
     writer.data["notes"] += roofline.order_violations(writer.data["ceilings"])
+    writer.data["notes"] += roofline.sweep_above_roof(writer.data["ceilings"], writer.data["sweeps"]["intensity"])
     writer.data["notes"] += peak_notes(writer.data["ceilings"], machine["cpu"])
     writer.save()
     progress.done(task)

@@ -109,3 +109,32 @@ def test_without_cache_sizes_only_large_sets_count_as_dram():
     pts = _points([(8 << 10, 300.0), (64 << 20, 50.0), (2 << 30, 20.0)], kernel="triad")
     (c,) = bandwidth_ceilings(pts, [], 1, "triad")
     assert c["level"] == "DRAM" and c["value"] == 20.0  # the cache-resident points are not DRAM
+
+
+def _dram_update(threads, value):
+    return {
+        "name": f"DRAM update bandwidth, {threads}T",
+        "kind": "bandwidth",
+        "level": "DRAM",
+        "kernel": "update",
+        "threads": threads,
+        "value": value,
+        "noisy": False,
+    }
+
+
+def test_a_sweep_point_streaming_dram_faster_than_the_update_roof_flags_both():
+    """The sweep streams DRAM with the update kernel's mix: a point above the update roof means the
+    roof was measured on a busier memory bus. Points at or under the roof change nothing."""
+    roofs = [_dram_update(1, 50.0), _dram_update(2, 54.0)]
+    sweep = [
+        {"threads": 2, "intensity": 0.5, "gflops": {"median": 46.7}},  # 93.4 GB/s > 54 * 1.05
+        {"threads": 2, "intensity": 0.125, "gflops": {"median": 6.6}},  # 52.8 GB/s: under the roof
+        {"threads": 1, "intensity": 0.125, "gflops": {"median": 6.5}},  # 52 GB/s: within 5 % of 50
+        {"threads": 2, "intensity": 8.0, "gflops": {"median": 110.0}},  # compute-bound: 13.8 GB/s
+    ]
+    notes = roofline.sweep_above_roof(roofs, sweep)
+    assert len(notes) == 1 and "93.4 GB/s" in notes[0] and "73% above" in notes[0]
+    assert roofs[1]["noisy"] and roofs[1]["beaten_by_sweep"] == pytest.approx(93.4)
+    assert sweep[0]["noisy"] and sweep[0]["above_dram_roof"] == pytest.approx(93.4 / 54)
+    assert not roofs[0]["noisy"] and not any(p.get("noisy") for p in sweep[1:])
