@@ -416,8 +416,14 @@ def _case(vname, s, threads, dtype="float32", timing=None, **meta) -> Case:
     )
 
 
+def _nhwc(shapes: list[dict]) -> list[dict]:
+    """The same layers in NHWC (where depthwise vectorizes over channels: every tap one aligned line)."""
+    return [dict(s, layout="NHWC", name=f"{s['name']} NHWC") for s in shapes]
+
+
 def cases(quick: bool, threads: list[int]) -> list[Case]:
-    """ResNet-50 convs at batch 1 and 8, MobileNetV2 depthwise at batch 1, the kernel-size sweep;
+    """ResNet-50 convs at batch 1 and 8, MobileNetV2 depthwise at batch 1 (NCHW and NHWC), the
+    kernel-size sweep;
     every applicable CPU variant per shape (naive direct only where it finishes in about a second).
     quick: one 3x3 layer at batch 1, two depthwise layers, R = 3 and 9 of the sweep."""
     from ...registry import list_variants
@@ -428,12 +434,14 @@ def cases(quick: bool, threads: list[int]) -> list[Case]:
         groups = [
             ("resnet50", [resnet50_3x3_targets(1)[0]]),
             ("depthwise", mobilenet_v2_depthwise(1)[2:4]),
+            ("depthwise", _nhwc(mobilenet_v2_depthwise(1)[2:4])),
             ("sweep", kernel_sweep((3, 9))),
         ]
     else:
         groups = [
             ("resnet50", resnet50_layers(1) + resnet50_layers(8)),
             ("depthwise", mobilenet_v2_depthwise(1)),
+            ("depthwise", _nhwc(mobilenet_v2_depthwise(1))),
             ("sweep", kernel_sweep()),
         ]
     for t in threads:
