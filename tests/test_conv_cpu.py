@@ -53,6 +53,19 @@ SLOW_SHAPES = {
     "5x5-p2": F.shape(1, 4, 12, 12, 5, 5, pad=2),
     "9x9-p4": F.shape(1, 4, 14, 13, 5, 9, pad=4),  # blocked: the runtime-tap kernel (R > 7)
 }
+
+
+def _strides(s: dict, sh: int, sw: int) -> dict:
+    """The shape ``s`` with row stride sh and column stride sw."""
+    return dict(
+        s,
+        stride_h=sh,
+        stride_w=sw,
+        P=(s["H"] + 2 * s["pad_h"] - s["R"]) // sh + 1,
+        Q=(s["W"] + 2 * s["pad_w"] - s["S"]) // sw + 1,
+    )
+
+
 NHWC = {
     "3x3-p1": F.shape(2, 8, 9, 11, 12, 3, pad=1, layout="NHWC"),
     "groups2": F.shape(2, 6, 9, 9, 4, 3, pad=1, groups=2, layout="NHWC"),
@@ -66,6 +79,10 @@ NHWC = {
     "depthwise-s1-p0": F.shape(2, 16, 5, 6, 16, 3, pad=0, groups=16, layout="NHWC"),
     "depthwise-s1-W2": F.shape(1, 48, 4, 2, 48, 3, pad=1, groups=48, layout="NHWC"),
     "depthwise-s1-C5": F.shape(1, 5, 6, 7, 5, 3, pad=1, groups=5, layout="NHWC"),
+    # unequal row and column strides: one output row per pass (the two-row window assumes sh == sw)
+    "depthwise-s2x1": _strides(F.shape(1, 16, 9, 8, 16, 3, pad=1, groups=16, layout="NHWC"), 2, 1),
+    "depthwise-s1x2": _strides(F.shape(2, 32, 7, 10, 32, 3, pad=1, groups=32, layout="NHWC"), 1, 2),
+    "depthwise-s3": F.shape(1, 16, 11, 11, 16, 3, pad=1, groups=16, stride=3, layout="NHWC"),
     "1x1": F.shape(1, 5, 12, 12, 7, 1, layout="NHWC"),
 }
 SLOW_VARIANTS = ("06-winograd-f4x4-3x3",)

@@ -618,7 +618,7 @@ def _row_src(xf, z, n, h, H, WC):
 @njit(fastmath=True, cache=True, boundscheck=False)
 def _dw3_nhwc_rows2(xf, z, wf, yf, n, p, H, W, C, P, Q, sh, sw, ph, pw, Cv, L):
     """Output rows p and p+1 of a 3x3 NHWC depthwise conv in one pass (the window of _dw3_nhwc_row
-    two rows tall): they share input rows, so per output vector 2 loads at stride 1 (4 rows for 2
+    two rows tall; row stride == column stride, 1 or 2): they share input rows, so per output vector 2 loads at stride 1 (4 rows for 2
     outputs) and 2.5 at stride 2 (5 rows) instead of 3 and 6; 9 weights + 12 or 15 window
     vectors + 2 sums stay in the 32 zmm registers."""
     h0 = p * sh - ph
@@ -713,11 +713,12 @@ def depthwise_nhwc(x, wt, y, sh, sw, ph, pw):
     window = R == 3 and S == 3 and pw <= 1 and sw <= 2 and W >= 2
     z = np.zeros(WC if window else 1, x.dtype)  # the zero row that stands in for rows of padding
     if window and Cv:  # full channel vectors: output rows in pairs; the channel tail below
-        P2 = (P + 1) // 2
+        pairs = sh == sw  # the two-row window assumes the row stride equals the column stride
+        P2 = (P + 1) // 2 if pairs else P
         for i in prange(N * P2):
             n = i // P2
-            p = 2 * (i % P2)
-            if p + 1 < P:
+            p = 2 * (i % P2) if pairs else i % P2
+            if pairs and p + 1 < P:
                 _dw3_nhwc_rows2(xf, z, wf, yf, n, p, H, W, C, P, Q, sh, sw, ph, pw, Cv, L)
             else:
                 _dw3_nhwc_row(xf, z, wf, yf, n, p, H, W, C, P, Q, sh, sw, ph, pw, Cv, L)
