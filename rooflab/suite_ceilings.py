@@ -342,7 +342,7 @@ def run(driver: Driver, writer, plan: Plan, progress) -> None:
     sweep = [] if "intensity" in plan.skip else intensity_cases(plan, l1, intensity_ws, l2)
     chases = [] if "chase" in plan.skip else chase_cases(plan, caches, max_ws)
     passes = plan.pass_count()
-    task = progress.start(1 + passes * len(suite) + len(chases) + len(sweep))
+    task = progress.start(1 + passes * (len(suite) + len(chases)) + len(sweep))
     step = progress.step
 
     step("clock probe")
@@ -351,7 +351,7 @@ def run(driver: Driver, writer, plan: Plan, progress) -> None:
     writer.save()
     for _ in range(passes):  # each ceiling in several passes spread over the run (see derive_ceilings)
         driver.run(suite, writer, progress)
-    driver.run(chases, writer, progress)
+        driver.run(chases, writer, progress)  # latency per level too: its fastest pass per size
     driver.run(sweep, writer, progress)
     writer.data["sweeps"]["intensity"] = best_sweep_points(writer.data["sweeps"]["intensity"])
     set_theoretical(machine["cpu"], driver.best_clock)

@@ -172,3 +172,20 @@ def test_latency_level_measured_below_the_runs_best_clock_is_flagged():
     assert ceil["L1"]["cycles"] == pytest.approx(4.2)
     assert not ceil["L2"]["noisy"]
     assert not any(c["noisy"] for c in C.latency_ceilings(recs, CACHES, best_ghz=3.3))  # within 5 %
+
+
+def test_a_size_measured_in_passes_keeps_its_fastest_and_flags_a_spread():
+    """Passes of the same working set: the staircase keeps the fastest (interference only adds
+    time) and the spread; a level whose sizes typically disagree by >5 % is flagged, one whose
+    passes agree is not."""
+    recs = [_rec(NAMES[1], b, ns) for b, ns in ((8 << 10, 1.20), (16 << 10, 1.21))]
+    recs += [_rec(NAMES[1], b, ns) for b, ns in ((8 << 10, 1.22), (16 << 10, 1.20))]  # L1: within 2 %
+    recs += [_rec(NAMES[1], b, ns) for b, ns in ((128 << 10, 4.0), (256 << 10, 4.1))]
+    recs += [_rec(NAMES[1], b, ns) for b, ns in ((128 << 10, 4.6), (256 << 10, 4.8), (128 << 10, 4.2))]  # L2
+    stairs = {p["bytes"]: p for p in C.staircase(recs, NAMES[1])}
+    assert len(stairs) == 4 and stairs[128 << 10]["ns"] == pytest.approx(4.0)
+    assert stairs[128 << 10]["passes"] == 3 and stairs[128 << 10]["pass_spread"] == pytest.approx(0.15)
+    ceil = {c["level"]: c for c in C.latency_ceilings(recs, CACHES)}
+    assert ceil["L2"]["value"] == pytest.approx(4.05) and ceil["L2"]["noisy"]
+    assert "passes differ" in ceil["L2"]["noise_reasons"][0]
+    assert not ceil["L1"]["noisy"] and ceil["L1"]["passes"] == 2
