@@ -536,6 +536,21 @@ def depthwise_nchw(x, w, y, sh, sw, ph, pw, nchunks):
             _depthwise_chunk(x, w, y, sh, sw, ph, pw, t, nchunks)
 
 
+@njit(inline="always")
+def _row_src(xf, z, n, h, H, WC):
+    """(array, offset) of input row h of image n, or of the zero row where h is padding."""
+    if h >= 0 and h < H:
+        return xf, (n * H + h) * WC
+    return z, 0
+
+
+@njit(inline="always")
+def dw3_window(R, S, sw, pw, W):
+    """Whether the 3x3 NHWC sliding window (_dw3_nhwc_row/_rows2) handles this depthwise conv, its
+    padding included (the family's wrapper asks too, to skip its padded copy)."""
+    return R == 3 and S == 3 and pw <= 1 and sw <= 2 and W >= 2
+
+
 @njit(fastmath=True, cache=True, boundscheck=False)  # not inlined: the parfor-lowered copy ran 2x slower
 def _dw3_nhwc_row(xf, z, wf, yf, n, p, H, W, C, P, Q, sh, sw, ph, pw, Cv, L):
     """One output row of a 3x3 NHWC depthwise conv (stride 1 or 2, pad 0 or 1) over the full
@@ -546,15 +561,9 @@ def _dw3_nhwc_row(xf, z, wf, yf, n, p, H, W, C, P, Q, sh, sw, ph, pw, Cv, L):
     below the input read the zero row ``z``; columns past the right edge are zero vectors."""
     h0 = p * sh - ph
     WC = W * C
-    ok0 = h0 >= 0 and h0 < H
-    ok1 = h0 + 1 >= 0 and h0 + 1 < H
-    ok2 = h0 + 2 >= 0 and h0 + 2 < H
-    s0 = xf if ok0 else z
-    s1 = xf if ok1 else z
-    s2 = xf if ok2 else z
-    o0 = (n * H + h0) * WC if ok0 else 0
-    o1 = (n * H + h0 + 1) * WC if ok1 else 0
-    o2 = (n * H + h0 + 2) * WC if ok2 else 0
+    s0, o0 = _row_src(xf, z, n, h0, H, WC)
+    s1, o1 = _row_src(xf, z, n, h0 + 1, H, WC)
+    s2, o2 = _row_src(xf, z, n, h0 + 2, H, WC)
     yrow = (n * P + p) * Q * C
     c = -pw
     for cv in range(0, Cv, L):
@@ -605,14 +614,6 @@ def _dw3_nhwc_row(xf, z, wf, yf, n, p, H, W, C, P, Q, sh, sw, ph, pw, Cv, L):
                 t = vfma(k8, d2, vfma(k7, b2, vmul(k6, a2)))
                 vstore(yf, yrow + q * C + cv, vadd(vadd(u, v), t))
                 a0, a1, a2 = d0, d1, d2
-
-
-@njit(inline="always")
-def _row_src(xf, z, n, h, H, WC):
-    """(array, offset) of input row h of image n, or of the zero row where h is padding."""
-    if h >= 0 and h < H:
-        return xf, (n * H + h) * WC
-    return z, 0
 
 
 @njit(fastmath=True, cache=True, boundscheck=False)
@@ -710,7 +711,7 @@ def depthwise_nhwc(x, wt, y, sh, sw, ph, pw):
     q_lo = min(Q, (pw + sw - 1) // sw)
     q_hi = max(q_lo, min(Q, (W - 3 + pw) // sw + 1))
     WC = W * C
-    window = R == 3 and S == 3 and pw <= 1 and sw <= 2 and W >= 2
+    window = dw3_window(R, S, sw, pw, W)
     z = np.zeros(WC if window else 1, x.dtype)  # the zero row that stands in for rows of padding
     if window and Cv:  # full channel vectors: output rows in pairs; the channel tail below
         pairs = sh == sw  # the two-row window assumes the row stride equals the column stride

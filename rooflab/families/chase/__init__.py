@@ -32,7 +32,7 @@ import numpy as np
 from ...errors import RooflabError, VerificationError
 from ...memory import aligned_empty
 from ...registry import Case
-from ...roofline import point_stats
+from ...roofline import PASS_SPREAD, point_stats
 from ...work import Work
 
 FAMILY = "chase"
@@ -234,7 +234,7 @@ def staircase(records: list[dict], variant: str | None = None) -> list[dict]:
     """One point per working set: bytes, ns per hop, cycles per hop (for the latency staircase
     plotted next to the bandwidth staircase). A set measured in several passes keeps its fastest
     pass (a neighbour only ever adds time to a load) and the spread between passes."""
-    best: dict = {}
+    by_size: dict = {}
     for r in records:
         if r.get("family") != FAMILY or r.get("status", "ok") != "ok" or (variant and r["variant"] != variant):
             continue
@@ -249,23 +249,16 @@ def staircase(records: list[dict], variant: str | None = None) -> list[dict]:
             "clock_ghz": ghz,
             "noisy": bool(r.get("noisy")),
             "level": r.get("level"),
-            "passes": 1,
-            "pass_spread": 0.0,
         }
-        key = (p["variant"], p["bytes"])
-        old = best.get(key)
-        if old is not None:
-            slow = max(old["ns"] * (1 + old["pass_spread"]), ns)
-            if ns < old["ns"]:
-                old, p = p, old
-            old["passes"] += 1
-            old["pass_spread"] = slow / old["ns"] - 1
-            p = old
-        best[key] = p
-    return sorted(best.values(), key=lambda p: (p["variant"], p["bytes"]))
+        by_size.setdefault((p["variant"], p["bytes"]), []).append(p)
+    pts = []
+    for passes in by_size.values():
+        best = min(passes, key=lambda p: p["ns"])
+        best.update(passes=len(passes), pass_spread=max(p["ns"] for p in passes) / best["ns"] - 1)
+        pts.append(best)
+    return sorted(pts, key=lambda p: (p["variant"], p["bytes"]))
 
 
-PASS_SPREAD = 0.05  # a level whose sizes' passes typically differ more than this is flagged
 CLOCK_DIP = 0.05  # a level measured this far below the run's best clock is flagged
 FLAT = 1.5  # a level's window whose slowest point is this many times its fastest is not one plateau
 

@@ -331,7 +331,7 @@ def _depthwise(x, w, s, y):
         wt = prepared("depthwise.wt", w, lambda a: np.ascontiguousarray(a[:, 0].transpose(1, 2, 0)))
         N, H, W, Cc = x.shape
         ph, pw = s["pad_h"], s["pad_w"]
-        window = s["R"] == s["S"] == 3 and pw <= 1 and s["stride_w"] <= 2  # borders inside the kernel
+        window = kc.dw3_window(s["R"], s["S"], s["stride_w"], pw, W)  # borders handled inside the kernel
         if (ph or pw) and H * W <= SMALL_PLANE and not window:
             # small planes: most pixels touch the border, whose tap-by-tap path is ~4x slower than
             # the interior one; one padded copy (L2-resident) makes every pixel interior
