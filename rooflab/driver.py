@@ -281,6 +281,12 @@ class Driver:
 
     # ---- a suite -------------------------------------------------------------------------------
     def run_case(self, case: Case, inputs: tuple | None = None) -> Record:
+        processes = int(case.timing.get("processes", 1))
+        if processes > 1 and self.backend.device == "cpu":  # a figure fixed per process: several draws
+            from .processes import measure_in_processes
+
+            return measure_in_processes(self, case, processes)
+        case_timing = {k: v for k, v in case.timing.items() if k != "processes"}
         v = get_variant(case.variant)
         if inputs is None:
             inputs = self.inputs(case)
@@ -294,7 +300,7 @@ class Driver:
             label=case.label,
             shape=shape,
             meta=case.meta,
-            **case.timing,
+            **case_timing,
         )
 
     @staticmethod

@@ -75,7 +75,8 @@ class Case:
     """One measurement of a suite: which variant, at what size, dtype and thread count.
 
     A suite is a list of cases (data); the driver runs any list on any device. ``timing`` overrides
-    the driver's settings for this case (reps, budget_s, cv_limit, max_attempts, target_s);
+    the driver's settings for this case (reps, budget_s, cv_limit, max_attempts, target_s;
+    processes: measured in that many fresh interpreters, rooflab.processes);
     ``meta`` is copied into the record (kernel, level, intensity ...)."""
 
     variant: str

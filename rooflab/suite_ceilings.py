@@ -86,11 +86,11 @@ def intensity_points(plan: Plan) -> list[tuple[int, int]]:
     return INTENSITIES_QUICK if plan.quick else INTENSITIES_FP64
 
 
-def latency_cases(threads_all: int) -> list[Case]:
+def latency_cases(threads_all: int, quick: bool = False) -> list[Case]:
     """The CPU dispatch paths (the latency family's declaration)."""
     from .families.latency import dispatch_cases
 
-    return dispatch_cases(threads_all)
+    return dispatch_cases(threads_all, quick)
 
 
 def chase_cases(plan: Plan, caches: list[dict], max_ws: int) -> list[Case]:
@@ -160,7 +160,7 @@ def cases(plan: Plan, sizes: list[int], l1_bytes: int) -> list[Case]:
     """The suite as data (the intensity sweep is added by ``run``: it rotates through one array)."""
     out = []
     if "latency" not in plan.skip:
-        out += latency_cases(plan.threads_all)
+        out += latency_cases(plan.threads_all, plan.quick)
     if "compute" not in plan.skip:
         out += peak_cases(plan, l1_bytes)
     if "bandwidth" not in plan.skip:

@@ -27,7 +27,7 @@ SIZES = {
     "gelu": [{"numel": 100_003}, {"shape": (5, 1, 33)}],
     "batchnorm": [{"N": 2, "C": 5, "H": 7, "W": 3}, {"N": 3, "C": 16, "H": 1, "W": 1}],
     "softmax": [{"rows": 7, "cols": 33}, {"rows": 1, "cols": 1}, {"shape": (2, 3, 65)}],
-    "layernorm": [{"rows": 7, "cols": 33}, {"rows": 3, "cols": 2}, {"shape": (2, 3, 65)}],
+    "layernorm": [{"rows": 7, "cols": 33}, {"rows": 3, "cols": 2}, {"rows": 1, "cols": 17}, {"shape": (2, 3, 65)}],
 }
 
 

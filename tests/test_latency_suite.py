@@ -183,3 +183,40 @@ def test_asv_latency_benchmarks_verify_in_setup(monkeypatch):
     monkeypatch.setitem(reg._REGISTRY, name, wrong)  # runs one op of N: must fail verification, not time
     with pytest.raises(VerificationError):
         bench.setup(f"tiny chain N=4 {name}")
+
+
+def test_dispatch_paths_fixed_per_process_are_measured_in_fresh_processes():
+    by = {c.variant: c for c in latency.dispatch_cases(2)}
+    assert by["cpu.latency.empty"].timing["processes"] == latency.DISPATCH_PROCESSES["cpu.latency.empty"] >= 5
+    assert by["cpu.latency.fork_join"].timing["processes"] == 1
+    quick = {c.variant: c for c in latency.dispatch_cases(2, quick=True)}
+    assert quick["cpu.latency.empty"].timing["processes"] == latency.DISPATCH_PROCESSES_QUICK
+    assert {c.variant: c.timing["processes"] for c in suite_ceilings.latency_cases(2, True)} == {
+        k: c.timing["processes"] for k, c in quick.items()
+    }
+
+
+@pytest.mark.slow  # ~4 s: three interpreters start and measure
+def test_a_case_in_three_processes_keeps_the_median_process_and_every_draw():
+    from dataclasses import replace
+
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
+
+    case = replace(latency.dispatch_cases(1)[0], timing={"reps": 200, "processes": 3})
+    rec = Driver(cpu_backend(probe=False), Settings(budget_s=0.01, probe_clock=False)).run_case(case)
+    assert rec.status == "ok" and rec.verified
+    p = rec.meta["processes"]
+    assert p["n"] == 3 and len(p["medians"]) == 3 and len(p["samples_s"]) == 3
+    assert rec.ns_per_launch["median"] == sorted(p["medians"])[1]  # the median process's own record
+    assert p["spread"] == pytest.approx((max(p["medians"]) - min(p["medians"])) / sorted(p["medians"])[1])
+
+
+def test_a_process_that_cannot_measure_is_one_error_not_a_figure():
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver
+    from rooflab.errors import RooflabError
+    from rooflab.registry import Case
+
+    with pytest.raises(RooflabError, match="a measuring process failed"):
+        Driver(cpu_backend(probe=False)).run_case(Case("cpu.latency.nope", size=8, timing={"processes": 2}))
