@@ -179,6 +179,29 @@ def test_changed_weights_are_not_served_from_the_transform_cache():
         check(v(x, w, pad=1), F.reference(x, w, pad=1), dtype=v.result_dtype(x, w), what=name)
 
 
+def test_one_changed_weight_is_seen_by_the_depthwise_cache():
+    """The cached (R, S, C) weights of the NHWC depthwise path are rebuilt when any one weight changes."""
+    v = rooflab.get_variant("cpu.conv.03-direct-depthwise")
+    s = F.shape(1, 32, 9, 9, 32, 3, pad=1, groups=32, layout="NHWC")
+    x, w = v.inputs(s, "float32", seed=4)
+    kw = {"pad": 1, "groups": 32, "layout": "NHWC"}
+    check(v(x, w, **kw), F.reference(x, w, **kw), dtype=v.result_dtype(x, w), what=v.name)
+    w[31, 0, 2, 1] += 1.0  # the last channel's bottom-middle tap only
+    check(v(x, w, **kw), F.reference(x, w, **kw), dtype=v.result_dtype(x, w), what=v.name)
+
+
+def test_inputs_and_outputs_start_on_a_cache_line():
+    """numpy's large arrays start 16 B into a line here; zmm loads from them split (1.3-1.6x slower
+    NHWC depthwise): the family's inputs, outputs and workspaces are 64 B aligned."""
+    for layout in ("NCHW", "NHWC"):
+        s = F.shape(1, 48, 30, 30, 48, 3, pad=1, groups=48, layout=layout)
+        x, w = F.make_inputs(s, np.float32)
+        y = rooflab.get_variant("cpu.conv.03-direct-depthwise")(x, w, pad=1, groups=48, layout=layout)
+        assert x.ctypes.data % 64 == w.ctypes.data % 64 == y.ctypes.data % 64 == 0
+        assert x.flags.c_contiguous and w.flags.c_contiguous
+    assert C.workspace("t.align", (3, 1001), np.float32, zero=True).ctypes.data % 64 == 0
+
+
 def test_workspaces_are_not_shared_between_different_paddings():
     """Padded-input buffers are reused per shape: two convs with equal padded sizes but different pads
     (64x64 R=7 pad 3 and R=9 pad 4 both pad to 70/72 -> one FFT size 72) must not see each other's data."""

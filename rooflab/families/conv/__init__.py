@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import RooflabError
+from ...memory import aligned_array
 from ...registry import Case
 from ...work import Work
 
@@ -178,10 +179,12 @@ def make_inputs(size: dict, dtype=np.float32, seed: int = 0, threads=None):
     rng = np.random.default_rng(seed)
     N, C, H, W, K, R, S, g = (s[k] for k in ("N", "C", "H", "W", "K", "R", "S", "groups"))
     xshape = (N, C, H, W) if s["layout"] == "NCHW" else (N, H, W, C)
-    x = rng.standard_normal(xshape, dtype=np.float64 if dt == np.float64 else np.float32)
+    x = aligned_array(xshape, dt)  # cache-line aligned, as the kernels' vector loads want
+    x[...] = rng.standard_normal(xshape, dtype=np.float64 if dt == np.float64 else np.float32)
     n = C // g * R * S
-    w = rng.standard_normal((K, C // g, R, S), dtype=np.float64) / math.sqrt(n)
-    return x.astype(dt, copy=False), w.astype(dt)
+    w = aligned_array((K, C // g, R, S), dt)
+    w[...] = rng.standard_normal((K, C // g, R, S), dtype=np.float64) / math.sqrt(n)
+    return x, w
 
 
 # ---- the float64 reference -----------------------------------------------------------------------

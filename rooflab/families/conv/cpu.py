@@ -43,6 +43,7 @@ from ...kernels.cpu import conv as kc
 from ...kernels.cpu import fft_conv as kf
 from ...kernels.cpu import simd
 from ...kernels.cpu import winograd as kw
+from ...memory import aligned_array
 from ...registry import Variant, list_variants, register
 from . import (
     FAMILY,
@@ -77,7 +78,7 @@ def workspace(name: str, shape: tuple, dtype, zero: bool = False, tag: tuple = (
     key = (name, tuple(int(s) for s in shape), np.dtype(dtype).str, tuple(tag))
     buf = _WS.get(key)
     if buf is None:
-        buf = np.zeros(shape, dtype) if zero else np.empty(shape, dtype)
+        buf = aligned_array(shape, dtype, zero=zero)
         _WS[key] = buf
         while sum(b.nbytes for b in _WS.values()) > _WS_MAX_BYTES and len(_WS) > 1:
             _WS.popitem(last=False)
@@ -94,7 +95,7 @@ def prepared(tag: str, w: np.ndarray, build, *extra):
     """build(w) computed once per weights array; reused while w is unchanged (checked each call)."""
     key = (tag, id(w), w.shape, w.dtype.str, *extra)
     hit = _PREP.get(key)
-    if hit is not None and np.array_equal(hit[0], w):
+    if hit is not None and kc.same_values(hit[0].reshape(-1), w.reshape(-1)):
         _PREP.move_to_end(key)
         return hit[1]
     value = build(w)
@@ -131,9 +132,10 @@ def _variant_kernel(name: str, run, supports=None, layouts=("NCHW",)):
 
 
 def _out(s: dict, dtype) -> np.ndarray:
+    """A new, cache-line aligned output array (a misaligned one makes every vector store split)."""
     if s["layout"] == "NCHW":
-        return np.empty((s["N"], s["K"], s["P"], s["Q"]), dtype)
-    return np.empty((s["N"], s["P"], s["Q"], s["K"]), dtype)
+        return aligned_array((s["N"], s["K"], s["P"], s["Q"]), dtype)
+    return aligned_array((s["N"], s["P"], s["Q"], s["K"]), dtype)
 
 
 # ---- 00 / 04: im2col + GEMM -----------------------------------------------------------------------
@@ -337,9 +339,14 @@ def _depthwise(x, w, s, y):
             # the interior one; one padded copy (L2-resident) makes every pixel interior
             xpad = workspace("depthwise.xpad", (N, H + 2 * ph, W + 2 * pw, Cc), x.dtype, zero=True, tag=(ph, pw))
             xpad[:, ph : ph + H, pw : pw + W, :] = x
-            kc.depthwise_nhwc(xpad, wt, y, s["stride_h"], s["stride_w"], 0, 0)
+            kc.depthwise_nhwc(xpad, wt, y, s["stride_h"], s["stride_w"], 0, 0, _zeros(xpad.shape[2] * Cc, x.dtype))
         else:
-            kc.depthwise_nhwc(x, wt, y, *args)
+            kc.depthwise_nhwc(x, wt, y, *args, _zeros(W * Cc, x.dtype))
+
+
+def _zeros(n: int, dtype) -> np.ndarray:
+    """A cached zero vector of n elements (stands in for the rows of padding); never written."""
+    return workspace("zeros", (n,), dtype, zero=True)
 
 
 # ---- 05 / 06 Winograd -------------------------------------------------------------------------------
