@@ -52,49 +52,62 @@ class FmaPeakCPU:
     track_gflops.higher_is_better = True
 
 
-def _build_sweep(K, passes):
-    from rooflab.kernels.cpu import ert, stream
+SWEEP_CONFIGS = ["1-stream-L1-blocks", "8-streams-L2-blocks"]  # rooflab.suite_ceilings.intensity_configs
 
+
+def _build_sweep(K, passes, config):
+    """The suite's own sweep point: cpu.intensity.ert-rotating on a >= 4x-LLC array (at least
+    256 MiB), all threads, in one of the suite's two (streams, block) configurations."""
     import rooflab
+    from rooflab import suite_ceilings
+    from rooflab.cpu import machine as cpu_machine
     from rooflab.cpu.backend import cpu_backend
     from rooflab.driver import Driver, Settings
-    from rooflab.memory import aligned_empty
     from rooflab.threads import max_threads
 
+    caches = cpu_machine.read_caches()
+    l1 = caches[0]["size_bytes"] if caches else 32 << 10
+    l2 = next((c["size_bytes"] for c in caches if c["level"] == 2), 8 * l1)
+    llc = caches[-1]["size_bytes"] if caches else 64 << 20
+    S, block = suite_ceilings.intensity_configs(l1, l2)[SWEEP_CONFIGS.index(config)]
     t = max_threads()
-    block = ert.block_elements(32 << 10, 8)
-    n = (256 << 20) // 8 // (block * t) * (block * t)
-    a = aligned_empty(n)
-    stream.fill_pattern(a, t)
-    v = rooflab.get_variant("cpu.ert.fma")
-    params = {"K": K, "S": ert.DEFAULT_S, "block": block}
-    Driver(cpu_backend(), Settings(probe_clock=False)).verify(v, (a,), v.params(reps=passes, **params), t)
-    return v, a, params, t
+    v = rooflab.get_variant("cpu.intensity.ert-rotating")
+    inputs = v.inputs(max(4 * llc, 256 << 20), np.dtype(np.float64), threads=t)
+    params = v.params(K=K, S=S, block=block, target_s=0.05)
+    Driver(cpu_backend(), Settings(probe_clock=False)).verify(v, inputs, {**params, "reps": passes}, t)
+    return v, inputs, params, t
 
 
-class IntensityCPU:
-    """One point of the intensity sweep on a 256 MiB array at all threads: FLOP/B = K * passes / 8."""
+class IntensitySweepCPU:
+    """One point of the intensity sweep as the ceilings suite runs it (cpu.intensity.ert-rotating, all
+    threads, each call on the next slice of a >= 4x-LLC array): FLOP/B = K * passes / 8. (It
+    replaces IntensityCPU, which timed cpu.ert.fma with S = 4 over a 256 MiB array: not what the
+    suite measures, so its history ends there.)"""
 
-    params = ([f"{k}x{p}" for k, p in bench_params("intensity_K_passes", [(1, 1), (32, 64)])],)
-    param_names = ["K_x_passes"]
+    params = (
+        [f"{k}x{p}" for k, p in bench_params("intensity_K_passes", [(1, 1), (32, 64)])],
+        bench_params("intensity_configs", SWEEP_CONFIGS),
+    )
+    param_names = ["K_x_passes", "config"]
     timeout = 300
 
-    def setup(self, kp):
+    def setup(self, kp, config):
         import numba
 
         K, passes = map(int, kp.split("x"))
         self.passes = passes
-        self.v, self.a, self.p, self.t = prepared(("sweep", kp), lambda: _build_sweep(K, passes))
+        self.v, self.inputs, self.p, self.t = prepared(("sweep", kp, config), lambda: _build_sweep(K, passes, config))
         numba.set_num_threads(self.t)
 
-    def time_sweep(self, kp):
-        self.v.kernel(self.a, reps=self.passes, threads=self.t, **self.p)
+    def time_sweep(self, kp, config):
+        self.v.kernel(*self.inputs, reps=self.passes, threads=self.t, **self.p)
 
-    def track_gflops(self, kp):
+    def track_gflops(self, kp, config):
         from ._common import median_seconds
 
-        t = median_seconds(lambda: self.v.kernel(self.a, reps=self.passes, threads=self.t, **self.p), min_samples=3)
-        return round(self.v.work(self.a, reps=self.passes, **self.p).flops / t / 1e9, 4)
+        call = lambda: self.v.kernel(*self.inputs, reps=self.passes, threads=self.t, **self.p)  # noqa: E731
+        t = median_seconds(call, min_samples=3)
+        return round(self.v.work(*self.inputs, reps=self.passes, **self.p).flops / t / 1e9, 4)
 
     track_gflops.unit = "GFLOP/s"
     track_gflops.higher_is_better = True

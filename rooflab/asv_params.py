@@ -28,4 +28,6 @@ BENCH_PARAMS = {
         "cpu.conv.06-winograd-f4x4-3x3",
         "cpu.conv.07-fft",
     ],
+    # the suite's two intensity-sweep configurations (suite_ceilings.intensity_configs, in order)
+    "intensity_configs": ["1-stream-L1-blocks", "8-streams-L2-blocks"],
 }
