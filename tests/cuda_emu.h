@@ -22,12 +22,7 @@
 #include <utility>
 #include <vector>
 
-#define __global__
-#define __device__
-#define __host__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __shared__ static
+#include "cuda_emu/cuda_types.h"  // qualifiers, vector types (shared with the GEMM emulation)
 
 struct uint3 {
     unsigned x, y, z;
@@ -35,24 +30,10 @@ struct uint3 {
 struct dim3 {
     unsigned x = 1, y = 1, z = 1;
 };
-struct alignas(16) float4 {
-    float x, y, z, w;
-};
-struct alignas(8) float2 {
-    float x, y;
-};
-struct alignas(16) double2 {
-    double x, y;
-};
-inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
-inline float2 make_float2(float a, float b) { return {a, b}; }
-inline double2 make_double2(double a, double b) { return {a, b}; }
 
 inline thread_local uint3 threadIdx, blockIdx;
 inline dim3 blockDim, gridDim;
 
-using std::max;
-using std::min;
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __expf(float x) { return std::exp(x); }
 template <class T> inline T __ldg(const T* p) { return *p; }

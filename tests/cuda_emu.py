@@ -39,6 +39,7 @@ from tests import fake_gpu
 
 GXX = shutil.which("g++")
 HEADER = Path(__file__).with_name("cuda_emu.h")
+TYPES = Path(__file__).with_name("cuda_emu") / "cuda_types.h"  # included by HEADER
 GUARD = 4096
 _KERNEL = re.compile(
     r'extern\s+"C"\s+__global__\s+void\s+(?:(?:__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)|[A-Z_]+)\s+)*(\w+)\s*\('
@@ -84,7 +85,7 @@ def emulated_source(name: str, defines: dict) -> tuple[str, list[str]]:
 def library(name: str, defines: dict):
     """The emulated source compiled to a shared library (cached by its text)."""
     text, names = emulated_source(name, defines)
-    key = hashlib.sha256((text + HEADER.read_text()).encode()).hexdigest()[:16]
+    key = hashlib.sha256((text + HEADER.read_text() + TYPES.read_text()).encode()).hexdigest()[:16]
     lib = _LIBS.get(key)
     if lib is None:
         _BUILD_DIR.mkdir(parents=True, exist_ok=True)

@@ -33,32 +33,13 @@
 #include <ucontext.h>
 #include <vector>
 
-#define __global__
-#define __device__
-#define __host__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __shared__ static
-#define __align__(n) __attribute__((aligned(n)))
-#define __CUDA_ARCH_FEAT_SM90_ALL 1  // the real wgmma kernel, not the stub
+#include "cuda_types.h"  // qualifiers, vector types (shared with tests/cuda_emu.h)
 
-using std::max;
-using std::min;
+#define __CUDA_ARCH_FEAT_SM90_ALL 1  // the real wgmma kernel, not the stub
 
 struct dim3 {
     unsigned x = 0, y = 0, z = 0;
 };
-struct alignas(16) float4 {
-    float x, y, z, w;
-};
-struct alignas(16) double2 {
-    double x, y;
-};
-struct alignas(16) uint4 {
-    unsigned x, y, z, w;
-};
-inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
-inline double2 make_double2(double x, double y) { return {x, y}; }
 
 inline dim3 blockIdx, blockDim, gridDim;
 namespace emu {
