@@ -10,7 +10,8 @@ stdin, the record as JSON on stdout), and the record kept is the one of the proc
 (N odd: a real process's record, its samples and stats consistent). Every process's median and
 samples stay in the record (``meta.processes``), with their spread.
 
-Cost: ~0.7 s of interpreter start and imports per process, plus the measurement itself.
+Cost: ~0.7 s of interpreter start and imports per process, plus the measurement itself. The case
+travels as JSON, so its size, params and meta must be JSON values (the dispatch cases' are).
 """
 
 from __future__ import annotations
@@ -40,13 +41,16 @@ def measure_in_processes(driver, case, processes: int):
     job = json.dumps({"case": asdict(one), "settings": asdict(driver.settings), "best_clock": driver.best_clock})
     records = []
     for _ in range(processes):
-        proc = subprocess.run(
-            [sys.executable, "-m", "rooflab.processes"],
-            input=job,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "rooflab.processes"],
+                input=job,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired as e:
+            raise RooflabError(f"{case.variant}: a measuring process ran past {TIMEOUT_S} s") from e
         lines = proc.stdout.strip().splitlines()
         if proc.returncode != 0 or not lines:
             why = (proc.stderr.strip().splitlines() or ["no output"])[-1]

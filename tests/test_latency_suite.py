@@ -220,3 +220,15 @@ def test_a_process_that_cannot_measure_is_one_error_not_a_figure():
 
     with pytest.raises(RooflabError, match="a measuring process failed"):
         Driver(cpu_backend(probe=False)).run_case(Case("cpu.latency.nope", size=8, timing={"processes": 2}))
+
+
+def test_a_process_that_hangs_is_one_error(monkeypatch):
+    from rooflab import processes
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver
+    from rooflab.errors import RooflabError
+
+    monkeypatch.setattr(processes, "TIMEOUT_S", 0.001)
+    case = latency.dispatch_cases(1)[0]
+    with pytest.raises(RooflabError, match="ran past"):
+        Driver(cpu_backend(probe=False)).run_case(case)
