@@ -27,7 +27,12 @@ def _selected(family):
         v = get_variant(c.variant)
         if v.library or (v.number or 0) == top[(c.variant.rsplit(".", 1)[0], v.op)]:
             keep.append(c)
-    return keep
+    # a suite may repeat a case in passes spread over the run (the latency suite's dispatch paths):
+    # one benchmark per label
+    first: dict = {}
+    for c in keep:
+        first.setdefault(c.label or c.variant, c)
+    return list(first.values())
 
 
 NONE = "none"  # the parameter of a family this rooflab does not have (asv shows the benchmark skipped)

@@ -3,8 +3,9 @@
 Some figures are drawn once per process: where CPython's eval loop, numba's dispatcher and the
 jitted code land in memory (ASLR) sets their branch-predictor and cache-set aliasing. The empty
 @njit call reads either ~52-60 ns or ~95-100 ns per process on a Zen 4 VM (two modes, each process
-stable to a few % within itself): one process is one draw, and two runs of one process each
-disagreed by up to 17 % (and by 1.7x when they drew different modes). So a case whose ``timing``
+stable to a few % within itself; which one also depends on what the host runs beside this core at
+the time): one process is one draw, and two runs of one process each disagreed by up to 17 % (and
+by 1.7x when they drew different modes). So a case whose ``timing``
 says ``processes: N`` (N > 1, CPU only) is measured N times, each time by the one driver in a new
 interpreter (``python -m rooflab.processes``, the case and settings as JSON on stdin, the record as
 JSON on stdout), and the record kept is the fastest process's: a floor, as the fastest pass is for

@@ -22,7 +22,11 @@ def test_latency_is_a_suite_with_every_cpu_path():
     by = {}
     for c in cases:
         by.setdefault(c.variant, []).append(c)
-    assert {c.threads for c in by["cpu.latency.fork_join"]} == {2} and len(by["cpu.latency.fork_join"]) == 3  # 3 passes
+    assert {c.threads for c in by["cpu.latency.fork_join"]} == {2}
+    assert all(len(by[f"cpu.latency.{p}"]) == 3 for p in ("empty", "ufunc", "fork_join"))  # 3 passes each
+    assert [c.variant for c in cases].index("cpu.elementwise.tiny_chain.00-numpy-op-by-op") < [
+        i for i, c in enumerate(cases) if c.variant == "cpu.latency.empty"
+    ][1]  # spread over the suite, not back to back
     assert by["cpu.latency.empty"][0].threads == by["cpu.latency.ufunc"][0].threads == 1
     for name in ("cpu.elementwise.tiny_chain.00-numpy-op-by-op", "cpu.elementwise.tiny_chain.01-numba-fused"):
         assert [c.params["n_ops"] for c in by[name]] == list(latency.CHAIN_LENGTHS_QUICK)

@@ -124,8 +124,8 @@ register(
 # ---- the suite -----------------------------------------------------------------------------------
 
 DISPATCH_CALLS = {"cpu.latency.empty": 20000, "cpu.latency.ufunc": 5000, "cpu.latency.fork_join": 200}
-# Paths whose cost is drawn once per interpreter (code layout): measured in this many fresh
-# processes, the fastest kept (rooflab.processes). The empty call reads ~55 or ~97 ns per process.
+# Paths measured in this many fresh processes, the fastest kept (rooflab.processes): the empty call
+# reads ~55 or ~97 ns per process (code layout, and the state of the host's core while it runs).
 # --quick takes 3 draws (~1 s each).
 DISPATCH_PROCESSES = {"cpu.latency.empty": 5, "cpu.latency.ufunc": 5}
 DISPATCH_PROCESSES_QUICK = 3
@@ -177,11 +177,11 @@ def cases(quick: bool, threads: list[int] | None = None, device: str | None = No
     out = []
     if device in (None, "cpu"):
         threads_all = max(threads or [resolve_threads(None)])
+        # dispatch paths in 3 passes spread over the suite, the fastest kept (dispatch_ceilings): on a
+        # shared host they slow down for seconds to minutes at a time (the empty call ~55 -> ~97 ns,
+        # fork/join 1.4 -> 2.9 us, without a trace in the clock probe: an SMT sibling or a neighbour)
         dispatch = dispatch_cases(threads_all, quick)
-        # fork/join moves with the other cores' availability from one second to the next (1.4-2.9 us
-        # here in one process): two more passes spread over the suite, the fastest kept (dispatch_ceilings)
-        fork_join = [c for c in dispatch if c.variant.endswith("fork_join")]
-        out += dispatch + chain_cases(quick) + fork_join + chase.cases(quick, [1]) + fork_join
+        out += dispatch + chain_cases(quick) + dispatch + chase.cases(quick, [1]) + dispatch
     if device in (None, "cuda"):
         out += launch.cases(quick) + transfer.cases(quick) + chase_cuda.cases(quick)
     return out
