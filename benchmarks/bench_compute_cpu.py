@@ -69,7 +69,8 @@ def _build_sweep(K, passes, config):
     l1 = caches[0]["size_bytes"] if caches else 32 << 10
     l2 = next((c["size_bytes"] for c in caches if c["level"] == 2), 8 * l1)
     llc = caches[-1]["size_bytes"] if caches else 64 << 20
-    S, block = suite_ceilings.intensity_configs(l1, l2)[SWEEP_CONFIGS.index(config)]
+    configs = bench_params("intensity_configs", SWEEP_CONFIGS)  # the names the benchmark's params use
+    S, block = suite_ceilings.intensity_configs(l1, l2)[configs.index(config)]
     t = max_threads()
     v = rooflab.get_variant("cpu.intensity.ert-rotating")
     inputs = v.inputs(max(4 * llc, 256 << 20), np.dtype(np.float64), threads=t)

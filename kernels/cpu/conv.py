@@ -619,9 +619,9 @@ def _dw3_nhwc_row(xf, z, wf, yf, n, p, H, W, C, P, Q, sh, sw, ph, pw, Cv, L):
 @njit(fastmath=True, cache=True, boundscheck=False)
 def _dw3_nhwc_rows2(xf, z, wf, yf, n, p, H, W, C, P, Q, sh, sw, ph, pw, Cv, L):
     """Output rows p and p+1 of a 3x3 NHWC depthwise conv in one pass (the window of _dw3_nhwc_row
-    two rows tall; row stride == column stride, 1 or 2): they share input rows, so per output vector 2 loads at stride 1 (4 rows for 2
-    outputs) and 2.5 at stride 2 (5 rows) instead of 3 and 6; 9 weights + 12 or 15 window
-    vectors + 2 sums stay in the 32 zmm registers."""
+    two rows tall; row stride == column stride, 1 or 2): they share input rows, so per output
+    vector 2 loads at stride 1 (4 rows for 2 outputs) and 2.5 at stride 2 (5 rows) instead of 3
+    and 6; 9 weights + 12 or 15 window vectors + 2 sums stay in the 32 zmm registers."""
     h0 = p * sh - ph
     WC = W * C
     s0, o0 = _row_src(xf, z, n, h0, H, WC)
