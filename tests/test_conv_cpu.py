@@ -366,6 +366,30 @@ def test_bad_dtypes_and_layouts_named():
         v(x.transpose(0, 2, 3, 1).copy(), w, layout="NHWC")
 
 
+def test_an_accepted_call_does_not_let_a_look_alike_through():
+    """conv_shape remembers accepted argument sets; what compares equal to one (1.0 == 1 == True, a
+    Fortran copy of the same shape) must still be refused, every time."""
+    v = rooflab.get_variant(V2)
+    x = np.ones((1, 4, 8, 8), np.float32)
+    w = np.ones((8, 4, 3, 3), np.float32)
+    v(x, w, stride=(1, 1), groups=1)
+    v(x, w, stride=(1, 1), groups=1)  # the remembered path
+    for kw, match in (
+        ({"stride": (1.0, 1.0)}, "must be an int or a pair"),
+        ({"stride": 1.0}, "must be an int or a pair"),
+        ({"groups": True}, "groups=True must be a positive integer"),
+    ):
+        for _ in range(2):
+            with pytest.raises(RooflabError, match=match):
+                v(x, w, **kw)
+    for _ in range(2):
+        with pytest.raises(RooflabError, match="x must be C-contiguous"):
+            v(x[:, :, :, ::-1], w)  # same shape and dtype, not contiguous
+    s = F.conv_shape(x, w)
+    s["P"] = -1  # a caller's edit of its copy does not reach the next call
+    assert F.conv_shape(x, w)["P"] == 6
+
+
 @pytest.mark.parametrize("number", [5, 6])
 @pytest.mark.parametrize(
     "wshape,kw,match",

@@ -8,7 +8,7 @@ same read/write mix, and what fusion saves. Variants (registered in rooflab/fami
   relu       y = max(x, 0)                      1 + 1
   gelu       y = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)   (= the tanh form) 1 + 1
   batchnorm  y = x * scale[c] + shift[c]        1 + 1, NCHW (planes) or NHWC (rows of C)
-  softmax    rows: max, exp-sum, scale          1 + 1 from DRAM when a row fits in cache, else 2 + 1
+  softmax    rows: max, exp-sum, scale          1 + 1 from DRAM (long rows: + the cached row re-scaled)
   layernorm  rows: mean, variance, normalise    1 + 1 (idem)
   fused      gelu(x + bias) + res, relu(bn(x)) + res: 2 + 1 instead of 7 element passes unfused
 
@@ -25,12 +25,13 @@ form by < 1e-3 and moves the same bytes.)
 
 Row ops (softmax, layernorm) keep a row in L1/L2 between their sweeps: the first sweep reads DRAM,
 the later ones hit the cache, so DRAM sees one read and one write. Rows longer than ``block``
-elements (GPT-2's 50257-wide logits) go through ``block``-sized segments combined online (running
-max and rescaled sum for softmax, Chan's merge of mean and M2 for layer norm), then a second sweep
-writes: 2 reads + 1 write. Layer norm is software-pipelined across rows: the loop that writes row r
-also sums row r+1, so its DRAM read and write streams run together as in copy (reading a row in
-one sweep and writing it in a later one ran at 76-79 % of the copy roof at 2 threads here; the
-pipelined loop at 85-89 %, same rounds).
+elements (GPT-2's 50257-wide logits) go through ``block``-sized segments combined online (softmax:
+each segment's exponentials stored against its own max, the running sum rescaled, a last sweep
+over the L2-resident row rescales; layer norm: Chan's merge of mean and M2, then a second sweep
+writes: 2 reads + 1 write). Both are software-pipelined across rows: the loop that writes row r
+also reduces row r+1 (sum, max), so its DRAM read and write streams run together as in copy
+(reading a row in one sweep and writing it in a later one ran at 76-79 % of the copy roof at 2
+threads here; the pipelined loop at 85-89 %, same rounds).
 
 Code-generation notes:
 - ``error_model="numpy"``: numba's default Python error model tests every float division for zero
@@ -365,54 +366,77 @@ def _exp_store_sum(y, x, m):
     return s
 
 
-@njit(fastmath=FM_SUM, error_model="numpy")
-def _exp_sum(x, m):
-    s = x.dtype.type(0)
-    for i in range(x.size):
-        s += fexp(x[i] - m)
-    return s
-
-
-@njit(fastmath=FM, error_model="numpy")
-def _exp_scale(y, x, m, inv):
-    for i in range(x.size):
-        y[i] = fexp(x[i] - m) * inv
-
-
 @njit(fastmath=FM, error_model="numpy")
 def _scale_inplace(y, inv):
     for i in range(y.size):
         y[i] = y[i] * inv
 
 
+@njit(fastmath=FM_SUM | {"nnan"}, error_model="numpy")
+def _scale_and_max(y, inv, x_next):
+    """Scale row ``y`` in place and return the max of the next row: the DRAM read of row r+1
+    streams in the same loop as the write of row r (copy's pattern, as layer norm). With a store
+    in the loop LLVM vectorizes the maxnum reduction only under ``nnan`` (scalar code ran 3.5x
+    slower); a NaN in row r+1 still makes that row NaN, through its exponentials' sum."""
+    m = x_next[0]
+    for i in range(y.size):
+        y[i] = y[i] * inv
+        m = _fmax(m, x_next[i])
+    return m
+
+
 @njit(fastmath=FM, error_model="numpy", inline="always")
-def _softmax_row(y, x, block):
-    one = x.dtype.type(1.0)
+def _softmax_long_row(y, x, block, seg_max):
+    """A row longer than ``block``: each segment's max (the DRAM read), then exp(x - max) stored
+    and summed while the segment is in cache; the running sum is rescaled when the max grows
+    (online softmax); a last sweep over the cached row scales each segment by exp(m_k - M) / S.
+    One exp per element (recomputing them in the last sweep made this 1.2-1.5x slower)."""
+    T = x.dtype.type
     n = x.size
-    if n <= block:  # one DRAM read: the row stays in cache for sweeps 2 and 3
-        m = _max(x)
-        s = _exp_store_sum(y, x, m)
-        _scale_inplace(y, one / s)
-        return
-    # long row: segments of `block`, running max M and sum S rescaled when M grows (online softmax)
-    M = _max(x[:block])
-    S = _exp_sum(x[:block], M)
-    for lo in range(block, n, block):
-        seg = x[lo : min(lo + block, n)]
-        m = _max(seg)
+    M = T(-np.inf)
+    S = T(0)
+    k = 0
+    for lo in range(0, n, block):
+        hi = min(lo + block, n)
+        m = _max(x[lo:hi])
+        s = _exp_store_sum(y[lo:hi], x[lo:hi], m)
+        seg_max[k] = m
         if m > M:
-            S = S * fexp(M - m) + _exp_sum(seg, m)
+            S = S * fexp(M - m) + s
             M = m
         else:
-            S += _exp_sum(seg, M)
-    _exp_scale(y, x, M, one / S)
+            S += s * fexp(m - M)
+        k += 1
+    inv = T(1.0) / S
+    k = 0
+    for lo in range(0, n, block):
+        _scale_inplace(y[lo : min(lo + block, n)], fexp(seg_max[k] - M) * inv)
+        k += 1
 
 
 @njit(fastmath=FM, error_model="numpy", inline="always")
 def _softmax_rows(out, x, lo, hi, reps, block):
+    """Rows lo..hi. A row that fits in ``block`` is read from DRAM once, by the max that the
+    previous row's scale loop carries (software-pipelined), then exp-and-sum and the scale hit
+    the cache. Longer rows: _softmax_long_row."""
+    n = x.shape[1]
+    if hi <= lo:
+        return
+    if n > block:
+        seg_max = np.empty(-(-n // block), x.dtype)
+        for _ in range(reps):
+            for r in range(lo, hi):
+                _softmax_long_row(out[r], x[r], block, seg_max)
+        return
+    one = x.dtype.type(1.0)
     for _ in range(reps):
+        m = _max(x[lo])
         for r in range(lo, hi):
-            _softmax_row(out[r], x[r], block)
+            s = _exp_store_sum(out[r], x[r], m)
+            if r + 1 < hi:
+                m = _scale_and_max(out[r], one / s, x[r + 1])
+            else:
+                _scale_inplace(out[r], one / s)
 
 
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)

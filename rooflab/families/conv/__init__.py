@@ -63,12 +63,50 @@ def pair(v, what: str, variant: str) -> tuple[int, int]:
 _FLOATS = (np.dtype("float32"), np.dtype("float64"))
 
 
+_CHECKED: dict = {}  # conv_shape's answers by everything they depend on (validation: ~4 us a call)
+
+
 def conv_shape(x, w, stride=1, pad=0, groups=1, layout="NCHW", variant: str = "conv") -> dict:
     """Validate the arguments of one convolution; returns its shape dict (models/ops.py fields).
 
     Every constraint has its own message naming the variant: 4-D arrays, float dtypes that agree,
     C-contiguous, positive sizes, channels divisible by groups and matching the weights, stride >= 1,
-    0 <= pad < filter size, a filter that fits the padded input."""
+    0 <= pad < filter size, a filter that fits the padded input. Accepted argument sets are
+    remembered by the array types, shapes, dtypes and contiguity plus the scalars (a copy of the
+    dict is returned); a refused one is checked again each call, so it raises each call."""
+    try:
+        key = (
+            type(x), getattr(x, "shape", None), getattr(x, "dtype", None), _contiguous(x),
+            type(w), getattr(w, "shape", None), getattr(w, "dtype", None), _contiguous(w),
+            _typed(stride), _typed(pad), _typed(groups), layout, variant,
+        )  # fmt: skip
+        hit = _CHECKED.get(key)
+    except TypeError:  # an unhashable argument (a list stride): validate without remembering
+        key, hit = None, None
+    if hit is not None:
+        return dict(hit)
+    s = _validate(x, w, stride, pad, groups, layout, variant)
+    if key is not None:
+        if len(_CHECKED) > 4096:
+            _CHECKED.clear()
+        _CHECKED[key] = dict(s)
+    return s
+
+
+def _typed(v):
+    """A scalar or pair as a key that tells 1 from 1.0 and True (equal, and equal hashes, in Python)."""
+    if isinstance(v, (tuple, list)):
+        return type(v), tuple((type(t), t) for t in v)
+    return type(v), v
+
+
+def _contiguous(a) -> bool | None:
+    flags = getattr(a, "flags", None)
+    return None if flags is None else bool(flags.c_contiguous)
+
+
+def _validate(x, w, stride, pad, groups, layout, variant) -> dict:
+    """conv_shape's checks, every call."""
     if layout not in LAYOUTS:
         raise RooflabError(f"{variant}: layout {layout!r} is not supported", f"use one of {', '.join(LAYOUTS)}")
     for name, a in (("x", x), ("w", w)):

@@ -122,8 +122,10 @@ def _variant_kernel(name: str, run, supports=None, layouts=("NCHW",)):
         if reason:
             raise RooflabError(f"{name}: {reason}", "use a variant this shape applies to (list_variants('conv'))")
         y = _out(s, x.dtype)  # once per call: repetitions overwrite it
+        # a run with a .plan does its per-call set-up (weights, workspaces) once, not per repetition
+        step = run.plan(x, w, s) if hasattr(run, "plan") else (lambda out: run(x, w, s, out))
         for _ in range(int(reps)):
-            run(x, w, s, y)
+            step(y)
         return y
 
     kernel.__name__ = name.replace(".", "_").replace("-", "_")
@@ -325,23 +327,38 @@ def _depthwise_supports(s):
     return None
 
 
-def _depthwise(x, w, s, y):
+def _depthwise_plan(x, w, s):
+    """The depthwise call for one (x, w): weights transposed, zero rows and the padded workspace
+    looked up once; the returned step(y) is the kernel alone (the look-ups cost ~3 us, a third of a
+    7x7 plane's whole conv)."""
     args = (s["stride_h"], s["stride_w"], s["pad_h"], s["pad_w"])
     if s["layout"] == "NCHW":
-        kc.depthwise_nchw(x, w, y, *args, _chunks(s["N"] * s["C"]))
-    else:
-        wt = prepared("depthwise.wt", w, lambda a: np.ascontiguousarray(a[:, 0].transpose(1, 2, 0)))
-        N, H, W, Cc = x.shape
-        ph, pw = s["pad_h"], s["pad_w"]
-        window = kc.dw3_window(s["R"], s["S"], s["stride_w"], pw, W)  # borders handled inside the kernel
-        if (ph or pw) and H * W <= SMALL_PLANE and not window:
-            # small planes: most pixels touch the border, whose tap-by-tap path is ~4x slower than
-            # the interior one; one padded copy (L2-resident) makes every pixel interior
-            xpad = workspace("depthwise.xpad", (N, H + 2 * ph, W + 2 * pw, Cc), x.dtype, zero=True, tag=(ph, pw))
+        chunks = _chunks(s["N"] * s["C"])
+        return lambda y: kc.depthwise_nchw(x, w, y, *args, chunks)
+    wt = prepared("depthwise.wt", w, lambda a: np.ascontiguousarray(a[:, 0].transpose(1, 2, 0)))
+    N, H, W, Cc = x.shape
+    ph, pw = s["pad_h"], s["pad_w"]
+    window = kc.dw3_window.py_func(s["R"], s["S"], s["stride_w"], pw, W)  # borders handled inside the kernel
+    if (ph or pw) and H * W <= SMALL_PLANE and not window:
+        # small planes: most pixels touch the border, whose tap-by-tap path is ~4x slower than
+        # the interior one; one padded copy (L2-resident) makes every pixel interior
+        xpad = workspace("depthwise.xpad", (N, H + 2 * ph, W + 2 * pw, Cc), x.dtype, zero=True, tag=(ph, pw))
+        z = _zeros(xpad.shape[2] * Cc, x.dtype)
+
+        def padded(y):
             xpad[:, ph : ph + H, pw : pw + W, :] = x
-            kc.depthwise_nhwc(xpad, wt, y, s["stride_h"], s["stride_w"], 0, 0, _zeros(xpad.shape[2] * Cc, x.dtype))
-        else:
-            kc.depthwise_nhwc(x, wt, y, *args, _zeros(W * Cc, x.dtype))
+            kc.depthwise_nhwc(xpad, wt, y, s["stride_h"], s["stride_w"], 0, 0, z)
+
+        return padded
+    z = _zeros(W * Cc, x.dtype)
+    return lambda y: kc.depthwise_nhwc(x, wt, y, *args, z)
+
+
+def _depthwise(x, w, s, y):
+    _depthwise_plan(x, w, s)(y)
+
+
+_depthwise.plan = _depthwise_plan
 
 
 def _zeros(n: int, dtype) -> np.ndarray:

@@ -261,7 +261,8 @@ DESCRIPTIONS = {
     "relu": "max(x, 0) in one parallel pass",
     "gelu": "tanh-GELU in one pass: x / (1 + exp(-2u)) with a vectorized polynomial exp",
     "batchnorm": "x * scale[c] + shift[c] in one pass: per-plane scalars (NCHW) or vectors over C (NHWC)",
-    "softmax": "row kept in cache: max, exp-and-sum, scale (1 DRAM read); long rows: online max/sum",
+    "softmax": "row kept in cache: max (read in the previous row's scale loop), exp-and-sum, scale (1 DRAM "
+    "read); long rows: per-segment exp stored, online sum, cached rescale",
     "layernorm": "row kept in cache: two-pass mean and variance, normalise (1 DRAM read); long rows: Chan's merge",
 }
 NP_DESCRIPTIONS = {
