@@ -30,7 +30,7 @@ from statistics import median
 import numpy as np
 
 from ...errors import RooflabError, VerificationError
-from ...memory import aligned_empty
+from ...memory import aligned_empty, fmt_bytes
 from ...registry import Case
 from ...roofline import PASS_SPREAD, point_stats
 from ...work import Work
@@ -265,13 +265,22 @@ FLAT = 1.5  # a level's window whose slowest point is this many times its fastes
 
 def _level_ceiling(level: str, inside: list[dict], threads: int, variant: str) -> dict:
     """One `latency` ceiling from the staircase points of a level: the median ns per hop, flagged
-    when most points are noisy or when the points differ by more than FLAT (two plateaus)."""
+    when most points are noisy or when the points differ by more than FLAT. Then the window holds
+    two plateaus (on a shared VM the L3 that answers a random chase can end at 3-4 MiB of the 32
+    the OS reports) and the value is the median of the first one, the sizes within FLAT of the
+    window's fastest (interference only adds time, so the fastest point is the level answering):
+    the window's median would be the next level's latency under this one's name."""
     from ...roofline import LATENCY_UNIT
 
+    window_spread = max(p["ns"] for p in inside) / min(p["ns"] for p in inside)
+    window_bytes = [p["bytes"] for p in inside]
+    if window_spread > FLAT:
+        fastest = min(p["ns"] for p in inside)
+        inside = [p for p in inside if p["ns"] <= FLAT * fastest]
     ns = [p["ns"] for p in inside]
     cyc = [p["cycles"] for p in inside if p["cycles"]]
     clocks = [p["clock_ghz"] for p in inside if p["clock_ghz"]]
-    spread = max(ns) / min(ns)
+    spread = window_spread
     c = {
         "name": f"memory latency {level} (pointer chase)",
         "kind": "latency",
@@ -291,9 +300,11 @@ def _level_ceiling(level: str, inside: list[dict], threads: int, variant: str) -
         "pass_spread": float(median(p.get("pass_spread", 0.0) for p in inside)),
     }
     if spread > FLAT:  # the window straddles a step: the level is not where it was expected
+        c["window_points_bytes"] = window_bytes
         c.setdefault("noise_reasons", []).append(
             f"points in the window differ {spread:.1f}x: not a plateau (the cache that answers "
-            "is smaller than the OS reports, or pages are not huge)"
+            "is smaller than the OS reports, or pages are not huge); the value is the "
+            f"{len(inside)} size(s) up to {fmt_bytes(max(p['bytes'] for p in inside))} that still hit it"
         )
     if c["pass_spread"] > PASS_SPREAD:  # the passes of a typical size disagree: a neighbour was there
         c["noisy"] = True
