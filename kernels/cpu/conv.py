@@ -46,8 +46,13 @@ row tails, one plane copy in, stores straight to y. What remains: the split load
 NHWC avoids all three: vectors run over channels, so every tap load is one aligned line, and a
 3x3 window two output rows tall slides along the row (_dw3_nhwc_rows2): per new column 4 loads (5
 at stride 2) feed 18 FMAs, borders read zero vectors instead of taking a checked path. Measured
-(scripts/conv_compare.py depthwise --layout NHWC, 1 thread, Zen 4): stride 1 at 39-69 % of the FP32
-peak (the NCHW flat path 17-51 %), stride 2 at 29-41 % of the cache copy roof (NCHW 8-21 %).
+(scripts/conv_compare.py depthwise --layout NHWC, 1 thread, Zen 4, the public call): stride 1 at
+46-72 % of the FP32 peak, 1.4-2.2x the attainable time (NCHW flat path 2.2-4.6x); stride 2 at
+1.8-2.6x (NCHW 5.5-17x). At 14x14 and 7x7 the fixed costs show: the public call's set-up (~3 us,
+now once per call, not per repetition) and ~1.7 us of numba's parallel dispatch are a third of a
+7x7 layer. Stride 2 is bound by refilling L1: each output vector needs 4 new input lines, and the
+same traversal with loads only (no FMAs) takes 12-20 cycles per output vector of the 23-30 the
+kernel takes; software prefetch (next strip, 4 columns ahead) and shorter FMA chains did not help.
 
 Run: python -c "import rooflab; v = rooflab.get_variant('cpu.conv.02-direct-blocked-simd'); ..."
 or pytest tests/test_conv_cpu.py.
