@@ -20,6 +20,9 @@ last element):
 
   vload(a, i) / vload2(a, i, j)         L elements starting at a[i] / a[i, j] (unaligned load)
   vstore(a, i, v) / vstore2(a, i, j, v)  store them back
+  vstream(a, i, v)                      non-temporal store (vmovntp*: no read-for-ownership, the line
+                                         goes around the caches); a[i] must be vector-aligned; end
+                                         the streaming loop with sfence()
   vloadm(a, i, n) / vstorem(a, i, v, n)  masked: only the first min(n, L) lanes touch memory
                                          (loaded lanes beyond n are 0): vector tails without overrun
   vbcast(a, i) / vbcast2(a, i, j)       a[i] (a[i, j]) in every lane: one vbroadcastss/sd from memory
@@ -31,6 +34,7 @@ last element):
   vhsum(v)                              sum of the lanes (scalar)
   vget(v, k)                            lane k (scalar)
   prefetch(a, i) / prefetch2(a, i, j)   prefetcht0 of a[i] (a[i, j]) for reading
+  sfence()                              orders earlier non-temporal stores (after a vstream loop)
   prefetchw(a, i) / prefetchw2(a, i, j) prefetch for writing
 
 Python side: ``BITS``, ``LANES_F32``, ``LANES_F64``, ``lanes(dtype)``, ``describe()``, and
@@ -254,6 +258,20 @@ def ops(bits: int) -> SimpleNamespace:
 
         return types.none(arr, i, j, v), codegen
 
+    @intrinsic
+    def vstream(typingctx, arr, i, v):
+        if not (_contig(arr, 1) and _ints(i) and is_vec(v) and v.dtype == arr.dtype):
+            return None
+
+        def codegen(context, builder, sig, args):
+            ptr = _ptr(context, builder, sig.args[0], args[0], args[1:2], sig.args[1:2])
+            llty = context.get_value_type(sig.args[2])
+            st = builder.store(args[2], builder.bitcast(ptr, llty.as_pointer()), align=v.lanes * v.dtype.bitwidth // 8)
+            st.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+            return context.get_dummy_value()
+
+        return types.none(arr, i, v), codegen
+
     def _masked_decl(builder, vty, llty, kind):
         name = f"llvm.masked.{kind}.{_vsuffix(vty)}.p0"
         i1v = ir.VectorType(ir.IntType(1), vty.lanes)
@@ -474,6 +492,7 @@ def ops(bits: int) -> SimpleNamespace:
         vload2=vload2,
         vstore=vstore,
         vstore2=vstore2,
+        vstream=vstream,
         vloadm=vloadm,
         vstorem=vstorem,
         vbcast=vbcast,
@@ -496,8 +515,21 @@ def ops(bits: int) -> SimpleNamespace:
     )
 
 
+@intrinsic
+def sfence(typingctx):
+    """Order the non-temporal stores before it (they bypass the cache's ordering) with what follows."""
+
+    def codegen(context, builder, sig, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse.sfence")
+        builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return types.none(), codegen
+
+
 _DEFAULT = ops(BITS)
 vload = _DEFAULT.vload
+vstream = _DEFAULT.vstream
 vload2 = _DEFAULT.vload2
 vstore = _DEFAULT.vstore
 vstore2 = _DEFAULT.vstore2
@@ -545,6 +577,8 @@ __all__ = [
     "vload2",
     "vloadm",
     "vmax",
+    "vstream",
+    "sfence",
     "vmin",
     "vmul",
     "vsplat",

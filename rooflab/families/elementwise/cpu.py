@@ -5,7 +5,9 @@ the 0.1 model-op path) and numba single-pass kernels (kernels/cpu/elementwise.py
                                             gelu 9, softmax 5, layernorm 9, batchnorm 2 passes
   cpu.elementwise.<op>.01-numba             one parallel region, one pass over DRAM (row ops: the
                                             row stays in cache between sweeps); below 32k elements
-                                            or at 1 thread a serial twin (no pool wake-up)
+                                            or at 1 thread a serial twin (no pool wake-up); add,
+                                            scale, relu with non-temporal stores once the output
+                                            is >= the LLC (``stream=``: force either way)
   cpu.elementwise.<chain>.00-numpy-unfused  numpy op by op, the intermediate in memory
   cpu.elementwise.<chain>.01-numba-unfused  rooflab's own kernel per op, the intermediate in memory
   cpu.elementwise.<chain>.02-numba-fused    one kernel for the chain
@@ -56,6 +58,22 @@ def _flat(a):
 def _planes(a):
     """(N*C, rest) view of an NCHW-like array."""
     return a.reshape(a.shape[0] * a.shape[1], -1)
+
+
+_LLC: list = []
+
+
+def _streams(out, stream) -> bool:
+    """Non-temporal stores for add/scale/relu: ``stream`` when given, else when ``out`` is at least
+    the last-level cache the OS reports (it cannot stay cached; kernels/cpu/elementwise.py)."""
+    if stream is not None:
+        return bool(stream)
+    if not _LLC:
+        from ...cpu.machine import read_caches
+
+        caches = read_caches()
+        _LLC.append(caches[-1]["size_bytes"] if caches else 32 << 20)
+    return out.nbytes >= _LLC[0]
 
 
 def _par(nthreads: int, n: int) -> bool:
@@ -181,25 +199,25 @@ NP_DISPATCHES = {"add": 1, "scale": 1, "relu": 1, "gelu": 9, "batchnorm": 2, "so
 
 
 def nb_op(kind, name):
-    def add(a, b, out, reps=1, threads=None):
+    def add(a, b, out, reps=1, threads=None, stream=None):
         check_arrays(name, {"a": a, "b": b, "out": out}, contiguous=True)
         check_same_shape(name, {"a": a, "b": b, "out": out})
-        o, x, y, nt = _flat(out), _flat(a), _flat(b), _threads(threads)
-        K.add(o, x, y, int(reps), nt) if _par(nt, o.size) else K.add_serial(o, x, y, int(reps))
+        o, x, y, nt, st = _flat(out), _flat(a), _flat(b), _threads(threads), _streams(out, stream)
+        K.add(o, x, y, int(reps), nt, st) if _par(nt, o.size) else K.add_serial(o, x, y, int(reps), st)
         return out
 
-    def scale(x, out, s=SCALE_S, reps=1, threads=None):
+    def scale(x, out, s=SCALE_S, reps=1, threads=None, stream=None):
         check_arrays(name, {"x": x, "out": out}, contiguous=True)
         check_same_shape(name, {"x": x, "out": out})
-        o, a, c, nt = _flat(out), _flat(x), x.dtype.type(s), _threads(threads)
-        K.scale(o, a, c, int(reps), nt) if _par(nt, o.size) else K.scale_serial(o, a, c, int(reps))
+        o, a, c, nt, st = _flat(out), _flat(x), x.dtype.type(s), _threads(threads), _streams(out, stream)
+        K.scale(o, a, c, int(reps), nt, st) if _par(nt, o.size) else K.scale_serial(o, a, c, int(reps), st)
         return out
 
-    def relu(x, out, reps=1, threads=None):
+    def relu(x, out, reps=1, threads=None, stream=None):
         check_arrays(name, {"x": x, "out": out}, contiguous=True)
         check_same_shape(name, {"x": x, "out": out})
-        o, a, nt = _flat(out), _flat(x), _threads(threads)
-        K.relu(o, a, int(reps), nt) if _par(nt, o.size) else K.relu_serial(o, a, int(reps))
+        o, a, nt, st = _flat(out), _flat(x), _threads(threads), _streams(out, stream)
+        K.relu(o, a, int(reps), nt, st) if _par(nt, o.size) else K.relu_serial(o, a, int(reps), st)
         return out
 
     def gelu(x, out, reps=1, threads=None):
