@@ -74,24 +74,28 @@ def test_op_variants_match_reference(kind, dtype, threads, paths):
                 assert rec["verification"]["elements"] == math.prod(F.op_shape(kind, s))
 
 
-@pytest.mark.parametrize("kind", ["add", "scale", "relu"])
+@pytest.mark.parametrize("kind", ["add", "scale", "relu", "layernorm"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("threads", THREADS)
 def test_streaming_stores_match_at_every_offset_and_in_place(kind, dtype, threads, paths):
     """stream=True (non-temporal stores, what a DRAM-size output gets): outputs starting 0-17
-    elements past a vector boundary exercise the scalar head, the aligned body and the tail; an
-    in-place call takes the ordinary path and still matches."""
+    elements past a vector boundary exercise the scalar head, the aligned body and the tail (for
+    layer norm in every row: 203 columns put each row at another offset); an in-place call takes
+    the ordinary path and still matches."""
     paths(threads)
     v = rooflab.get_variant(f"cpu.elementwise.{kind}.01-numba")
-    n = 1000 + 13
+    size = {"rows": 5, "cols": 203} if kind == "layernorm" else {"numel": 1000 + 13}
+    n = math.prod(F.op_shape(kind, size))
     for off in (0, 1, 3, 7, 16, 17):
-        ins = list(v.inputs({"numel": n}, dtype))
+        ins = list(v.inputs(size, dtype))
         buf = np.zeros(n + 32, dtype)
-        ins[-1] = buf[off : off + n]  # out: any offset into an aligned buffer
+        ins[-1] = buf[off : off + n].reshape(ins[-1].shape)  # out: any offset into an aligned buffer
         rec = RUNNER.measure(v, ins, threads=threads, params={"stream": True})
         assert rec["status"] == "ok", (off, rec.get("error"))
         assert buf[:off].sum() == 0 and buf[off + n :].sum() == 0, "stores outside out"
-    ins = list(v.inputs({"numel": n}, dtype))
+    if kind == "layernorm":
+        return
+    ins = list(v.inputs(size, dtype))
     want = F.reference(kind, *ins)
     ins[-1] = ins[0]  # in place
     np.testing.assert_allclose(v(*ins, threads=threads, stream=True), want, rtol=1e-6, atol=1e-6)

@@ -6,8 +6,8 @@ the 0.1 model-op path) and numba single-pass kernels (kernels/cpu/elementwise.py
   cpu.elementwise.<op>.01-numba             one parallel region, one pass over DRAM (row ops: the
                                             row stays in cache between sweeps); below 32k elements
                                             or at 1 thread a serial twin (no pool wake-up); add,
-                                            scale, relu with non-temporal stores once the output
-                                            is >= the LLC (``stream=``: force either way)
+                                            scale, relu, layernorm with non-temporal stores once
+                                            the output is >= the LLC (``stream=``: force either way)
   cpu.elementwise.<chain>.00-numpy-unfused  numpy op by op, the intermediate in memory
   cpu.elementwise.<chain>.01-numba-unfused  rooflab's own kernel per op, the intermediate in memory
   cpu.elementwise.<chain>.02-numba-fused    one kernel for the chain
@@ -64,7 +64,7 @@ _LLC: list = []
 
 
 def _streams(out, stream) -> bool:
-    """Non-temporal stores for add/scale/relu: ``stream`` when given, else when ``out`` is at least
+    """Non-temporal stores for add/scale/relu/layernorm: ``stream`` when given, else when ``out`` is at least
     the last-level cache the OS reports (it cannot stay cached; kernels/cpu/elementwise.py)."""
     if stream is not None:
         return bool(stream)
@@ -257,17 +257,18 @@ def nb_op(kind, name):
             K.softmax_serial(y2, x2, int(reps), int(block))
         return out
 
-    def layernorm(x, gamma, beta, out, eps=LN_EPS, block=K.BLOCK, reps=1, threads=None):
+    def layernorm(x, gamma, beta, out, eps=LN_EPS, block=K.BLOCK, reps=1, threads=None, stream=None):
         check_arrays(name, {"x": x, "gamma": gamma, "beta": beta, "out": out}, contiguous=True)
         check_same_shape(name, {"x": x, "out": out})
         x2 = row_view(name, x)
         check_vector(name, "gamma", gamma, x.shape[-1], "the last axis of x")
         check_vector(name, "beta", beta, x.shape[-1], "the last axis of x")
         y2, e, nt = row_view(name, out), x.dtype.type(eps), _threads(threads)
+        st = _streams(out, stream) and not np.shares_memory(out, x)
         if _par(nt, x.size):
-            K.layernorm(y2, x2, gamma, beta, e, int(reps), nt, int(block))
+            K.layernorm(y2, x2, gamma, beta, e, int(reps), nt, int(block), st)
         else:
-            K.layernorm_serial(y2, x2, gamma, beta, e, int(reps), int(block))
+            K.layernorm_serial(y2, x2, gamma, beta, e, int(reps), int(block), st)
         return out
 
     return locals()[kind]
