@@ -193,72 +193,57 @@ def _same(a, b):
 
 
 @njit(inline="always")
-def _vec_head(o, L):
-    """Elements before o[i] sits on a vector boundary (L lanes), or -1 where it never can."""
+def _stream_span(o, L):
+    """(h, e): o[h:e] is whole aligned vectors of L lanes (non-temporal stores need them), o[:h] and
+    o[e:] go through scalar stores; (n, n) where o can never be aligned (an odd byte offset)."""
+    n = o.size
     vb = L * o.itemsize
     addr = o.ctypes.data
     if addr % o.itemsize:
-        return -1
-    return min(o.size, ((vb - addr % vb) % vb) // o.itemsize)
+        return n, n
+    h = min(n, ((vb - addr % vb) % vb) // o.itemsize)
+    return h, h + (n - h) // L * L
 
 
 @njit(fastmath=FM, error_model="numpy", inline="always")
 def _add_stream(o, x, y):
     L = vlanes(o)
-    h = _vec_head(o, L)
-    if h < 0:
-        for i in range(o.size):
-            o[i] = x[i] + y[i]
-        return
+    h, e = _stream_span(o, L)
     for i in range(h):
         o[i] = x[i] + y[i]
-    i = h
-    while i + L <= o.size:
+    for i in range(h, e, L):
         vstream(o, i, vadd(vload(x, i), vload(y, i)))
-        i += L
-    for j in range(i, o.size):
-        o[j] = x[j] + y[j]
+    for i in range(e, o.size):
+        o[i] = x[i] + y[i]
     sfence()
 
 
 @njit(fastmath=FM, error_model="numpy", inline="always")
 def _scale_stream(o, x, s):
     L = vlanes(o)
-    h = _vec_head(o, L)
-    if h < 0:
-        for i in range(o.size):
-            o[i] = s * x[i]
-        return
+    h, e = _stream_span(o, L)
+    sv = vsplat(s)
     for i in range(h):
         o[i] = s * x[i]
-    sv = vsplat(s)
-    i = h
-    while i + L <= o.size:
+    for i in range(h, e, L):
         vstream(o, i, vmul(sv, vload(x, i)))
-        i += L
-    for j in range(i, o.size):
-        o[j] = s * x[j]
+    for i in range(e, o.size):
+        o[i] = s * x[i]
     sfence()
 
 
 @njit(fastmath=FM, error_model="numpy", inline="always")
 def _relu_stream(o, x):
     L = vlanes(o)
+    h, e = _stream_span(o, L)
     zero = x.dtype.type(0)
-    h = _vec_head(o, L)
-    if h < 0:
-        for i in range(o.size):
-            o[i] = _fmax(x[i], zero)
-        return
+    zv = vzero(x)
     for i in range(h):
         o[i] = _fmax(x[i], zero)
-    zv = vzero(x)
-    i = h
-    while i + L <= o.size:
+    for i in range(h, e, L):
         vstream(o, i, vmax(vload(x, i), zv))
-        i += L
-    for j in range(i, o.size):
-        o[j] = _fmax(x[j], zero)
+    for i in range(e, o.size):
+        o[i] = _fmax(x[i], zero)
     sfence()
 
 
@@ -583,25 +568,20 @@ def _normalize_and_sum_stream(y, x, mu, rstd, g, b, x_next):
     """_normalize_and_sum with non-temporal stores of ``y`` (scalar head to the vector boundary,
     aligned vector body, scalar tail); the next row's sum in vector lanes."""
     L = vlanes(y)
-    n = x.size
-    h = _vec_head(y, L)
+    h, e = _stream_span(y, L)
     s = x.dtype.type(0)
-    if h < 0:
-        return _normalize_and_sum(y, x, mu, rstd, g, b, x_next)
     for i in range(h):
         y[i] = (x[i] - mu) * rstd * g[i] + b[i]
         s += x_next[i]
     muv = vsplat(mu)
     rv = vsplat(rstd)
     acc = vzero(x)
-    i = h
-    while i + L <= n:
+    for i in range(h, e, L):
         vstream(y, i, vfma(vmul(vsub(vload(x, i), muv), rv), vload(g, i), vload(b, i)))
         acc = vadd(acc, vload(x_next, i))
-        i += L
-    for j in range(i, n):
-        y[j] = (x[j] - mu) * rstd * g[j] + b[j]
-        s += x_next[j]
+    for i in range(e, x.size):
+        y[i] = (x[i] - mu) * rstd * g[i] + b[i]
+        s += x_next[i]
     return s + vhsum(acc)
 
 

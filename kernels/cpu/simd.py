@@ -232,18 +232,23 @@ def ops(bits: int) -> SimpleNamespace:
 
         return vty(arr, i, j), codegen
 
+    def _store_codegen(v, nontemporal):
+        def codegen(context, builder, sig, args):
+            ptr = _ptr(context, builder, sig.args[0], args[0], args[1:2], sig.args[1:2])
+            llty = context.get_value_type(sig.args[2])
+            align = (v.lanes if nontemporal else 1) * v.dtype.bitwidth // 8  # movnt needs a whole vector
+            st = builder.store(args[2], builder.bitcast(ptr, llty.as_pointer()), align=align)
+            if nontemporal:
+                st.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+            return context.get_dummy_value()
+
+        return codegen
+
     @intrinsic
     def vstore(typingctx, arr, i, v):
         if not (_contig(arr, 1) and _ints(i) and is_vec(v) and v.dtype == arr.dtype):
             return None
-
-        def codegen(context, builder, sig, args):
-            ptr = _ptr(context, builder, sig.args[0], args[0], args[1:2], sig.args[1:2])
-            llty = context.get_value_type(sig.args[2])
-            builder.store(args[2], builder.bitcast(ptr, llty.as_pointer()), align=v.dtype.bitwidth // 8)
-            return context.get_dummy_value()
-
-        return types.none(arr, i, v), codegen
+        return types.none(arr, i, v), _store_codegen(v, False)
 
     @intrinsic
     def vstore2(typingctx, arr, i, j, v):
@@ -262,15 +267,7 @@ def ops(bits: int) -> SimpleNamespace:
     def vstream(typingctx, arr, i, v):
         if not (_contig(arr, 1) and _ints(i) and is_vec(v) and v.dtype == arr.dtype):
             return None
-
-        def codegen(context, builder, sig, args):
-            ptr = _ptr(context, builder, sig.args[0], args[0], args[1:2], sig.args[1:2])
-            llty = context.get_value_type(sig.args[2])
-            st = builder.store(args[2], builder.bitcast(ptr, llty.as_pointer()), align=v.lanes * v.dtype.bitwidth // 8)
-            st.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
-            return context.get_dummy_value()
-
-        return types.none(arr, i, v), codegen
+        return types.none(arr, i, v), _store_codegen(v, True)
 
     def _masked_decl(builder, vty, llty, kind):
         name = f"llvm.masked.{kind}.{_vsuffix(vty)}.p0"
