@@ -621,6 +621,7 @@ def _layernorm_rows(out, x, gamma, beta, eps, lo, hi, reps, block, stream):
         return
     if hi <= lo:
         return
+    stream = stream and not _same(out, x)
     T = x.dtype.type
     one = T(1.0)
     for _ in range(reps):
@@ -640,7 +641,7 @@ def _layernorm_rows(out, x, gamma, beta, eps, lo, hi, reps, block, stream):
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
 def layernorm(out, x, gamma, beta, eps, reps, nchunks, block, stream=False):
     """Row layer norm of a 2-D array: (x - mean) / sqrt(var + eps) * gamma + beta; ``stream``:
-    non-temporal stores of the output (never in place: the caller decides)."""
+    non-temporal stores of the output (not in place, where the line is read anyway)."""
     for t in prange(nchunks):
         lo, hi = _rows(x.shape[0], t, nchunks)
         _layernorm_rows(out, x, gamma, beta, eps, lo, hi, reps, block, stream)

@@ -34,8 +34,8 @@ last element):
   vhsum(v)                              sum of the lanes (scalar)
   vget(v, k)                            lane k (scalar)
   prefetch(a, i) / prefetch2(a, i, j)   prefetcht0 of a[i] (a[i, j]) for reading
-  sfence()                              orders earlier non-temporal stores (after a vstream loop)
   prefetchw(a, i) / prefetchw2(a, i, j) prefetch for writing
+  sfence()                              orders earlier non-temporal stores (after a vstream loop)
 
 Python side: ``BITS``, ``LANES_F32``, ``LANES_F64``, ``lanes(dtype)``, ``describe()``, and
 ``ops(bits)`` which builds the same intrinsics for another width (a namespace; the module-level
@@ -526,10 +526,10 @@ def sfence(typingctx):
 
 _DEFAULT = ops(BITS)
 vload = _DEFAULT.vload
-vstream = _DEFAULT.vstream
 vload2 = _DEFAULT.vload2
 vstore = _DEFAULT.vstore
 vstore2 = _DEFAULT.vstore2
+vstream = _DEFAULT.vstream
 vloadm = _DEFAULT.vloadm
 vstorem = _DEFAULT.vstorem
 vbcast = _DEFAULT.vbcast

@@ -272,15 +272,14 @@ def _level_ceiling(level: str, inside: list[dict], threads: int, variant: str) -
     the window's median would be the next level's latency under this one's name."""
     from ...roofline import LATENCY_UNIT
 
-    window_spread = max(p["ns"] for p in inside) / min(p["ns"] for p in inside)
+    spread = max(p["ns"] for p in inside) / min(p["ns"] for p in inside)
     window_bytes = [p["bytes"] for p in inside]
-    if window_spread > FLAT:
+    if spread > FLAT:
         fastest = min(p["ns"] for p in inside)
         inside = [p for p in inside if p["ns"] <= FLAT * fastest]
     ns = [p["ns"] for p in inside]
     cyc = [p["cycles"] for p in inside if p["cycles"]]
     clocks = [p["clock_ghz"] for p in inside if p["clock_ghz"]]
-    spread = window_spread
     c = {
         "name": f"memory latency {level} (pointer chase)",
         "kind": "latency",

@@ -30,6 +30,7 @@ numba call doing all N: the time of the first grows by one ufunc dispatch per op
 from __future__ import annotations
 
 import math
+from functools import cache
 
 import numpy as np
 
@@ -345,6 +346,7 @@ def work(kind: str, main, reps: int = 1, layout: str = "NCHW", launches: int = 1
 # ---- the suite ------------------------------------------------------------------------------------
 
 
+@cache
 def _llc_bytes() -> int:
     from ...cpu.machine import read_caches
 

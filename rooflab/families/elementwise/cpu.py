@@ -32,6 +32,7 @@ from . import (
     DTYPES,
     LN_EPS,
     SCALE_S,
+    _llc_bytes,
     channel_axis,
     check_arrays,
     check_same_shape,
@@ -60,20 +61,11 @@ def _planes(a):
     return a.reshape(a.shape[0] * a.shape[1], -1)
 
 
-_LLC: list = []
-
-
 def _streams(out, stream) -> bool:
-    """Non-temporal stores for add/scale/relu/layernorm: ``stream`` when given, else when ``out`` is at least
-    the last-level cache the OS reports (it cannot stay cached; kernels/cpu/elementwise.py)."""
-    if stream is not None:
-        return bool(stream)
-    if not _LLC:
-        from ...cpu.machine import read_caches
-
-        caches = read_caches()
-        _LLC.append(caches[-1]["size_bytes"] if caches else 32 << 20)
-    return out.nbytes >= _LLC[0]
+    """Non-temporal stores for add/scale/relu/layernorm: ``stream`` when given, else when ``out`` is
+    at least the last-level cache (it cannot stay cached; kernels/cpu/elementwise.py). In-place
+    calls never stream: the kernels check."""
+    return bool(stream) if stream is not None else out.nbytes >= _llc_bytes()
 
 
 def _par(nthreads: int, n: int) -> bool:
@@ -264,7 +256,7 @@ def nb_op(kind, name):
         check_vector(name, "gamma", gamma, x.shape[-1], "the last axis of x")
         check_vector(name, "beta", beta, x.shape[-1], "the last axis of x")
         y2, e, nt = row_view(name, out), x.dtype.type(eps), _threads(threads)
-        st = _streams(out, stream) and not np.shares_memory(out, x)
+        st = _streams(out, stream)
         if _par(nt, x.size):
             K.layernorm(y2, x2, gamma, beta, e, int(reps), nt, int(block), st)
         else:
