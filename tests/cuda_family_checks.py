@@ -171,6 +171,24 @@ def check_elementwise_unaligned():
         check_device(v(*shifted), expected, np.float32, f"{v.name} unaligned")
 
 
+def check_elementwise_nan():
+    """A NaN in x gives NaN exactly where cupy (numpy's semantics) puts it: relu(NaN) is NaN, not
+    fmaxf's 0; a softmax or layer-norm row holding one is all NaN (warp and block kernels)."""
+    cp = __import__("cupy")
+    cases = [("relu", "kernel", {"numel": 4097}), ("add", "kernel", {"numel": 4097})]
+    cases += [("softmax", "kernel", {"rows": 4, "cols": c}) for c in (96, 1500)]
+    cases += [("layernorm", "kernel", {"rows": 4, "cols": c}) for c in (96, 1500)]
+    cases += [("bn_add_relu", k, {"N": 2, "C": 3, "H": 4, "W": 8}) for k in ("unfused", "fused")]
+    for op, kind, size in cases:
+        lib, own = (rooflab.get_variant(ew.VARIANTS[op, k]) for k in ("cupy", kind))
+        arrays = own.inputs(size)
+        x = arrays[0].reshape(-1)
+        x[cp.asarray([1, x.size - 3])] = cp.nan
+        want = cp.isnan(lib(*arrays)).get()
+        got = cp.isnan(own(*arrays)).get()
+        assert want.any() and np.array_equal(got, want), (own.name, size, int(want.sum()), int(got.sum()))
+
+
 def check_elementwise_rejects_bad_input():
     add = rooflab.get_variant(ew.VARIANTS["add", "kernel"])
     a, b, out = add.inputs({"numel": 100})

@@ -67,6 +67,10 @@ def test_elementwise_unaligned_views(emu):
     checks.check_elementwise_unaligned()
 
 
+def test_elementwise_nan_is_kept(emu):
+    checks.check_elementwise_nan()
+
+
 def test_elementwise_bad_input_is_refused(emu):
     checks.check_elementwise_rejects_bad_input()
 

@@ -51,6 +51,10 @@ def test_elementwise_unaligned_views():
     checks.check_elementwise_unaligned()
 
 
+def test_elementwise_nan_is_kept():
+    checks.check_elementwise_nan()
+
+
 def test_elementwise_bad_input_is_refused():
     checks.check_elementwise_rejects_bad_input()
 

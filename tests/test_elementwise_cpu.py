@@ -124,6 +124,46 @@ def test_long_rows_take_the_online_path_and_still_match(kind, dtype, paths):
         assert rec["status"] == "ok", (block, rec.get("error"))
 
 
+NAN_SIZES = {"batchnorm": {"N": 2, "C": 3, "H": 10, "W": 10}, "softmax": {"rows": 6, "cols": 300}}
+NAN_SIZES["layernorm"] = NAN_SIZES["softmax"]
+NAN_PARAMS = {"batchnorm": [{}, {"layout": "NHWC"}], "softmax": [{}, {"block": 64}], "layernorm": [{}, {"block": 64}]}
+for _k in ("add", "scale", "relu"):
+    NAN_PARAMS[_k] = [{"stream": False}, {"stream": True}]
+NAN_PARAMS["layernorm"].append({"stream": True})
+
+
+@pytest.mark.parametrize("kind", OPS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_nan_in_the_input_gives_numpys_nans(kind, dtype, paths):
+    """numpy's maximum and exp propagate NaN, LLVM's maxnum does not: relu(NaN) came out 0 and a
+    softmax row holding a NaN came out finite. On every path (parallel, streaming stores, long
+    rows, both layouts) the own variant puts NaN exactly where numpy does, and nowhere else."""
+    paths(max_threads())
+    lib, own = variants(kind)
+    for params in NAN_PARAMS.get(kind, [{}]):
+        size = dict(NAN_SIZES.get(kind, {"numel": 3001}), **{k: v for k, v in params.items() if k == "layout"})
+        ins = list(own.inputs(size, dtype))
+        x = ins[0].reshape(-1)
+        x[[3, x.size // 2 + 7, x.size - 2]] = np.nan  # three rows / planes / chunks
+        lib_params = {k: v for k, v in params.items() if k == "layout"}
+        want = np.isnan(lib(*ins, threads=max_threads(), **lib_params).copy())
+        got = np.isnan(own(*ins, threads=max_threads(), **params))
+        assert want.any() and np.array_equal(got, want), (params, int(want.sum()), int(got.sum()))
+
+
+@pytest.mark.parametrize("chain", F.CHAINS)
+def test_a_nan_in_a_chain_input_survives_fusion(chain, paths):
+    paths(max_threads())
+    size = {"rows": 5, "cols": 37} if chain == "bias_gelu_add" else {"N": 2, "C": 3, "H": 5, "W": 7}
+    lib, unfused, fused = variants(chain)
+    ins = list(unfused.inputs(size, np.float32))  # x, vectors, res, tmp, out
+    ins[0].reshape(-1)[[0, 100]] = np.nan
+    want = np.isnan(lib(*ins).copy())
+    assert want.sum() == 2
+    assert np.array_equal(np.isnan(unfused(*ins)), want)
+    assert np.array_equal(np.isnan(fused(*ins[:-2], ins[-1])), want)
+
+
 @pytest.mark.parametrize("chain", F.CHAINS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("threads", THREADS)

@@ -38,6 +38,9 @@ Code-generation notes:
   and raises, a branch that blocks vectorization;
 - max reductions use LLVM's ``maxnum`` intrinsic (``_fmax``): numba's ``max()`` does not vectorize
   as a reduction, maxnum does, without any fast-math flag;
+- maxnum drops a NaN (maxnum(NaN, 0) = 0): ReLU and fexp's clamp use ``_max_keepnan`` /
+  ``_min_keepnan`` (a compare and select, still one vmaxp*/vminp*), so NaN propagates as in numpy;
+  softmax's row max may drop it, since the NaN's exponential, hence the row's sum, is NaN;
 - sums need ``reassoc`` to vectorize; ``fexp`` is compiled on its own with ``contract`` only, so
   reassociation never folds its Cody-Waite split (which would cost ~1e-4 relative in f32).
 
@@ -55,7 +58,7 @@ from numba.extending import intrinsic, overload
 
 import rooflab._numba_env  # noqa: F401
 
-from .simd import sfence, vadd, vfma, vhsum, vlanes, vload, vmax, vmul, vsplat, vstream, vsub, vzero
+from .simd import sfence, vadd, vfma, vhsum, vlanes, vload, vmax_keepnan, vmul, vsplat, vstream, vsub, vzero
 from .stream import _chunk
 
 FM = {"contract"}  # elementwise: FMA contraction only
@@ -100,8 +103,28 @@ def _minmax_intrinsic(name):
     return intrinsic(impl)
 
 
-_fmax = _minmax_intrinsic("maxnum")  # max(a, b); vectorizes as a reduction too
-_fmin = _minmax_intrinsic("minnum")
+_fmax = _minmax_intrinsic("maxnum")  # max(a, b); vectorizes as a reduction too; a NaN operand loses
+
+
+def _keepnan_intrinsic(op):
+    """b where ``b op a`` (ordered), else a: max (op ">") or min ("<") that keeps a NaN in ``a``, as
+    numpy's maximum/minimum do (maxnum would turn relu(NaN) into 0 and hide a NaN in softmax's
+    exponentials); one vmaxp*/vminp* on x86, whose second operand wins when either is NaN."""
+
+    def impl(typingctx, a, b):
+        if a not in (types.float32, types.float64) or a != b:
+            return None
+
+        def codegen(context, builder, sig, args):
+            return builder.select(builder.fcmp_ordered(op, args[1], args[0]), args[1], args[0])
+
+        return a(a, b), codegen
+
+    return intrinsic(impl)
+
+
+_max_keepnan = _keepnan_intrinsic(">")
+_min_keepnan = _keepnan_intrinsic("<")
 
 
 def fexp(y):  # pragma: no cover - typed by the overload below
@@ -110,7 +133,7 @@ def fexp(y):  # pragma: no cover - typed by the overload below
 
 
 def _exp_f32(y):
-    y = _fmin(_fmax(y, np.float32(-87.0)), np.float32(88.0))
+    y = _min_keepnan(_max_keepnan(y, np.float32(-87.0)), np.float32(88.0))  # NaN stays NaN
     k = np.floor(y * np.float32(1.4426950408889634) + np.float32(0.5))
     r = y - k * np.float32(0.693145751953125)  # ln 2 split: k * hi is exact
     r = r - k * np.float32(1.428606765330187e-06)
@@ -125,7 +148,7 @@ def _exp_f32(y):
 
 
 def _exp_f64(y):
-    y = _fmin(_fmax(y, -708.0), 709.0)
+    y = _min_keepnan(_max_keepnan(y, -708.0), 709.0)
     k = np.floor(y * 1.4426950408889634 + 0.5)
     r = y - k * 6.93147180369123816490e-01
     r = r - k * 1.90821492927058770002e-10
@@ -239,11 +262,11 @@ def _relu_stream(o, x):
     zero = x.dtype.type(0)
     zv = vzero(x)
     for i in range(h):
-        o[i] = _fmax(x[i], zero)
+        o[i] = _max_keepnan(x[i], zero)
     for i in range(h, e, L):
-        vstream(o, i, vmax(vload(x, i), zv))
+        vstream(o, i, vmax_keepnan(vload(x, i), zv))
     for i in range(e, o.size):
-        o[i] = _fmax(x[i], zero)
+        o[i] = _max_keepnan(x[i], zero)
     sfence()
 
 
@@ -318,11 +341,11 @@ def _relu_body(o, a, reps, stream):
     elif _same(o, a):
         for _ in range(reps):
             for i in range(o.size):
-                o[i] = _fmax(o[i], zero)
+                o[i] = _max_keepnan(o[i], zero)
     else:
         for _ in range(reps):
             for i in range(o.size):
-                o[i] = _fmax(a[i], zero)
+                o[i] = _max_keepnan(a[i], zero)
 
 
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
@@ -717,7 +740,7 @@ def _bn_relu_add_planes(out, x, scale, shift, res, lo, hi, reps):
             rr = res[p]
             yr = out[p]
             for i in range(xr.size):
-                yr[i] = _fmax(xr[i] * s + b, zero) + rr[i]
+                yr[i] = _max_keepnan(xr[i] * s + b, zero) + rr[i]
 
 
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
@@ -756,7 +779,7 @@ def chain_fused(out, x, n_ops):
             elif j == 1:
                 v = v + c1
             elif j == 2:
-                v = _fmax(v, c2)
+                v = _max_keepnan(v, c2)
             else:
                 v = v * c3
         out[i] = v

@@ -29,7 +29,9 @@ last element):
   vsplat(x)                             scalar value in every lane (float32 or float64 scalar)
   vzero(a)                              zero vector of a's dtype (a: an array, or np.float32/np.float64)
   vfma(a, b, c) = a * b + c            llvm.fma, one vfmadd instruction
-  vadd, vsub, vmul, vmax, vmin          lane-wise
+  vadd, vsub, vmul, vmax, vmin          lane-wise (vmax/vmin: LLVM maxnum/minnum, a NaN lane loses)
+  vmax_keepnan(a, b)                    lane-wise max that keeps a NaN of ``a`` (numpy's maximum):
+                                         b where b > a, else a; one vmaxp* on x86
   vlanes(a)                             lanes of a vector of a's dtype (compile-time constant intp)
   vhsum(v)                              sum of the lanes (scalar)
   vget(v, k)                            lane k (scalar)
@@ -455,6 +457,16 @@ def ops(bits: int) -> SimpleNamespace:
         return op
 
     @intrinsic
+    def vmax_keepnan(typingctx, a, b):
+        if not is_vec(a, b):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return builder.select(builder.fcmp_ordered(">", args[1], args[0]), args[1], args[0])
+
+        return a(a, b), codegen
+
+    @intrinsic
     def vhsum(typingctx, v):
         if not is_vec(v):
             return None
@@ -503,6 +515,7 @@ def ops(bits: int) -> SimpleNamespace:
         vmul=_binop("fmul"),
         vmax=_minmax("maxnum"),
         vmin=_minmax("minnum"),
+        vmax_keepnan=vmax_keepnan,
         vhsum=vhsum,
         vget=vget,
         prefetch=_prefetch(0, 1),
@@ -543,6 +556,7 @@ vsub = _DEFAULT.vsub
 vmul = _DEFAULT.vmul
 vmax = _DEFAULT.vmax
 vmin = _DEFAULT.vmin
+vmax_keepnan = _DEFAULT.vmax_keepnan
 vhsum = _DEFAULT.vhsum
 vget = _DEFAULT.vget
 prefetch = _DEFAULT.prefetch
@@ -574,6 +588,7 @@ __all__ = [
     "vload2",
     "vloadm",
     "vmax",
+    "vmax_keepnan",
     "vstream",
     "sfence",
     "vmin",

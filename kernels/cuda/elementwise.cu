@@ -53,6 +53,9 @@ constexpr int kRowUnroll = ROW_UNROLL;  // #pragma unroll takes a constant expre
 
 __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<u64>(p) & 15u) == 0; }
 
+// max(v, 0) that keeps a NaN, as cupy.maximum and numpy do (fmaxf(NaN, 0) is 0, hiding it)
+__device__ __forceinline__ float relu_f(float v) { return v < 0.f ? 0.f : v; }
+
 __device__ __forceinline__ float gelu_f(float x) {
     const float z = 0.7978845608028654f * fmaf(0.044715f * x, x * x, x);
     return x / (1.f + expf(-2.f * z));  // 0.5 x (1 + tanh z); exp overflow -> x / inf = 0, the limit
@@ -111,9 +114,9 @@ struct ReluOp {
     float* y;
     template <class I> __device__ void vec4(I i) const {
         const float4 u = ld4(x, i);
-        st4(y, i, make_float4(fmaxf(u.x, 0.f), fmaxf(u.y, 0.f), fmaxf(u.z, 0.f), fmaxf(u.w, 0.f)));
+        st4(y, i, make_float4(relu_f(u.x), relu_f(u.y), relu_f(u.z), relu_f(u.w)));
     }
-    template <class I> __device__ void one(I i) const { y[i] = fmaxf(__ldg(x + i), 0.f); }
+    template <class I> __device__ void one(I i) const { y[i] = relu_f(__ldg(x + i)); }
 };
 
 struct GeluOp {
@@ -195,12 +198,12 @@ struct BnAddReluOp {  // y = max(x * scale[c] + shift[c] + res, 0)
     template <class I> __device__ void vec4(I i) const {
         const float4 u = ld4(x, i), a = chan4(scale, ch, i * 4), b = chan4(shift, ch, i * 4), r = ld4(res, i);
         st4(y, i,
-            make_float4(fmaxf(fmaf(u.x, a.x, b.x) + r.x, 0.f), fmaxf(fmaf(u.y, a.y, b.y) + r.y, 0.f),
-                        fmaxf(fmaf(u.z, a.z, b.z) + r.z, 0.f), fmaxf(fmaf(u.w, a.w, b.w) + r.w, 0.f)));
+            make_float4(relu_f(fmaf(u.x, a.x, b.x) + r.x), relu_f(fmaf(u.y, a.y, b.y) + r.y),
+                        relu_f(fmaf(u.z, a.z, b.z) + r.z), relu_f(fmaf(u.w, a.w, b.w) + r.w)));
     }
     template <class I> __device__ void one(I i) const {
         const int c = ch.of(i);
-        y[i] = fmaxf(fmaf(__ldg(x + i), __ldg(scale + c), __ldg(shift + c)) + __ldg(res + i), 0.f);
+        y[i] = relu_f(fmaf(__ldg(x + i), __ldg(scale + c), __ldg(shift + c)) + __ldg(res + i));
     }
 };
 
