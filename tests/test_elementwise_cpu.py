@@ -113,12 +113,18 @@ def test_streaming_path_stores_non_temporally():
 @pytest.mark.parametrize("kind", ["softmax", "layernorm"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_long_rows_take_the_online_path_and_still_match(kind, dtype, paths):
+    """block < cols forces the segmented path (online max/sum, Chan's merge, pipelined by
+    segment); a later segment holds the row maximum, so a missing rescale or a segment held
+    against another segment's max would show."""
     paths(max_threads())
-    """block < cols forces the segmented path (online max/sum, Chan's merge); a later segment
-    holds the row maximum, so a missing rescale would show."""
     v = rooflab.get_variant(f"cpu.elementwise.{kind}.01-numba")
     ins = v.inputs({"rows": 5, "cols": 1000}, dtype)
-    ins[0][:, 900] += 30  # the max (softmax) / an outlier (layernorm) in the last segment
+    if kind == "softmax":
+        ins[0][:3] += np.linspace(0, 4, 1000, dtype=dtype)  # the max grows segment by segment
+        ins[0][3:, 900] += 1000  # the two largest logits, 1 apart, in a late segment: exp(x - m)
+        ins[0][3:, 950] += 999  # with any max but that segment's own overflows and flattens them
+    else:
+        ins[0][:, 900] += 30  # an outlier in the last segment
     for block in (64, 999, 1000):
         rec = RUNNER.measure(v, ins, threads=max_threads(), params={"block": block})
         assert rec["status"] == "ok", (block, rec.get("error"))
