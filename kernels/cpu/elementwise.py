@@ -45,6 +45,13 @@ Code-generation notes:
 - maxnum drops a NaN (maxnum(NaN, 0) = 0): ReLU and fexp's clamp use ``_max_keepnan`` /
   ``_min_keepnan`` (a compare and select, still one vmaxp*/vminp*), so NaN propagates as in numpy;
   softmax's row max may drop it, since the NaN's exponential, hence the row's sum, is NaN;
+- one call per row at most, and no branch in a row loop: numba reference-counts each row slice
+  passed to a call it cannot see through (NRT incref/decref, ``lock``-prefixed), and a locked
+  instruction waits for the store buffer and the write-combining buffers of the non-temporal
+  stores, like an sfence. Layer norm with its normalise helper called, or with an untaken branch
+  holding a call in the row loop, ran at 17-19 GB/s f32 at 1 thread, inlined and branch-free at
+  32-40 (same process, DRAM size, the 1-thread copy roof 21-23); so the normalise step is inlined
+  explicit-vector code and the last row "reads ahead" itself instead of taking a branch;
 - sums need ``reassoc`` to vectorize; ``fexp`` is compiled on its own with ``contract`` only, so
   reassociation never folds its Cody-Waite split (which would cost ~1e-4 relative in f32).
 
@@ -62,7 +69,7 @@ from numba.extending import intrinsic, overload
 
 import rooflab._numba_env  # noqa: F401
 
-from .simd import sfence, vadd, vfma, vhsum, vlanes, vload, vmax_keepnan, vmul, vsplat, vstream, vsub, vzero
+from .simd import sfence, vadd, vfma, vhsum, vlanes, vload, vmax_keepnan, vmul, vsplat, vstore, vstream, vsub, vzero
 from .stream import _chunk
 
 FM = {"contract"}  # elementwise: FMA contraction only
@@ -213,8 +220,8 @@ def _same(a, b):
 # temporal stores skip that read. numpy 2.x's maximum does so at this size (np.maximum ran at 1.13x
 # the copy roof and 1.15x our ReLU at 1 thread here); with them our ReLU ran at 1.53x its ordinary
 # stores and 1.32x np.maximum (1 thread, 128 MiB f64, same process). Layer norm's pipelined
-# normalise loop streams too (_normalize_and_sum_stream: 1.22-1.24x f64, 0.89-1.16x f32 over three
-# same-process runs). The callers pass ``stream`` (rooflab/families/elementwise/cpu.py: output >=
+# normalise loop streams too (_normalize_and_sum with ``stream``; see "one call per row" above for
+# what it took). The callers pass ``stream`` (rooflab/families/elementwise/cpu.py: output >=
 # the LLC) and never for in-place calls, where the line is read anyway. The unfused chains keep
 # ordinary stores (their intermediates are re-read).
 
@@ -565,12 +572,9 @@ def _softmax_rows(out, x, lo, hi, reps, block):
     one = x.dtype.type(1.0)
     for _ in range(reps):
         m = _max(x[lo])
-        for r in range(lo, hi):
+        for r in range(lo, hi):  # the last row "reads ahead" itself: no branch (see the header)
             s = _exp_store_sum(out[r], x[r], m)
-            if r + 1 < hi:
-                m = _scale_and_max(out[r], one / s, x[r + 1])
-            else:
-                _scale_inplace(out[r], one / s)
+            m = _scale_and_max(out[r], one / s, x[min(r + 1, hi - 1)])
 
 
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
@@ -609,23 +613,14 @@ def _normalize(y, x, mu, rstd, g, b):
         y[i] = (x[i] - mu) * rstd * g[i] + b[i]
 
 
-@njit(fastmath=FM_SUM, error_model="numpy")
-def _normalize_and_sum(y, x, mu, rstd, g, b, x_next):
-    """Normalise row ``x`` into ``y`` and return the sum of the next row: the DRAM read of row r+1
-    streams in the same loop as the write of row r (copy's pattern)."""
-    s = x.dtype.type(0)
-    for i in range(x.size):
-        y[i] = (x[i] - mu) * rstd * g[i] + b[i]
-        s += x_next[i]
-    return s
-
-
 @njit(fastmath=FM_SUM, error_model="numpy", inline="always")
-def _normalize_and_sum_stream(y, x, mu, rstd, g, b, x_next):
-    """_normalize_and_sum with non-temporal stores of ``y`` (scalar head to the vector boundary,
-    aligned vector body, scalar tail); the next row's sum in vector lanes."""
+def _normalize_and_sum(y, x, mu, rstd, g, b, x_next, stream):
+    """Normalise row ``x`` into ``y`` and return the sum of the next row: the DRAM read of row r+1
+    streams in the same loop as the write of row r (copy's pattern). Explicit vectors, inlined: no
+    call per row (see "one call per row" in the header). ``stream``: non-temporal stores (scalar
+    head to the vector boundary, aligned body); else ordinary vector stores (y may be x)."""
     L = vlanes(y)
-    h, e = _stream_span(y, L)
+    h, e = _stream_span(y, L) if stream else (0, x.size // L * L)
     s = x.dtype.type(0)
     for i in range(h):
         y[i] = (x[i] - mu) * rstd * g[i] + b[i]
@@ -634,7 +629,11 @@ def _normalize_and_sum_stream(y, x, mu, rstd, g, b, x_next):
     rv = vsplat(rstd)
     acc = vzero(x)
     for i in range(h, e, L):
-        vstream(y, i, vfma(vmul(vsub(vload(x, i), muv), rv), vload(g, i), vload(b, i)))
+        v = vfma(vmul(vsub(vload(x, i), muv), rv), vload(g, i), vload(b, i))
+        if stream:
+            vstream(y, i, v)
+        else:
+            vstore(y, i, v)
         acc = vadd(acc, vload(x_next, i))
     for i in range(e, x.size):
         y[i] = (x[i] - mu) * rstd * g[i] + b[i]
@@ -683,14 +682,9 @@ def _layernorm_rows(out, x, gamma, beta, eps, lo, hi, reps, block, stream):
     one = T(1.0)
     for _ in range(reps):
         mu = _sum(x[lo]) / T(n)
-        for r in range(lo, hi):
+        for r in range(lo, hi):  # the last row "reads ahead" itself: no branch (see the header)
             rstd = one / np.sqrt(_sqdev(x[r], mu) / T(n) + eps)
-            if r + 1 < hi and stream:
-                mu = _normalize_and_sum_stream(out[r], x[r], mu, rstd, gamma, beta, x[r + 1]) / T(n)
-            elif r + 1 < hi:
-                mu = _normalize_and_sum(out[r], x[r], mu, rstd, gamma, beta, x[r + 1]) / T(n)
-            else:
-                _normalize(out[r], x[r], mu, rstd, gamma, beta)
+            mu = _normalize_and_sum(out[r], x[r], mu, rstd, gamma, beta, x[min(r + 1, hi - 1)], stream) / T(n)
         if stream:
             sfence()
 
