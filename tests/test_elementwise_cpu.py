@@ -381,6 +381,16 @@ def test_the_checker_is_not_too_loose_for_the_fast_exp():
     assert np.max(np.abs(got - ref) - 1e-1 * (1e-6 + 1e-4 * np.abs(ref))) <= 0
 
 
+def test_float64_gelu_is_accurate_to_a_few_ulps_not_just_the_tolerance():
+    """The f64 tolerance (1e-9) would pass a sloppy exp; the Pade GELU is held to ~1e-15 relative
+    over the arguments whose result is not dominated by the cancellation in v + 0.044715 v^3."""
+    x = np.concatenate([np.linspace(-6, 6, 100_001), np.random.default_rng(3).standard_normal(100_000)])
+    y = np.empty_like(x)
+    K.gelu_serial(y, x, 1)
+    ref = x / (1.0 + np.exp(-2.0 * F.GELU_C * (x + 0.044715 * x**3)))  # F.gelu64's tanh form loses
+    assert np.all(np.abs(y - ref) <= 5e-14 * np.abs(ref))  # ~1e-6 of the negative tail; measured 5e-15
+
+
 # ---- bad input: RooflabError naming the variant -----------------------------------------------------
 
 
