@@ -264,7 +264,7 @@ def test_declared_bytes_are_the_ops_minimum_for_the_dtype(dtype):
 def test_chain_bytes_fused_and_unfused_predict_seven_thirds():
     for chain, size in (
         ("bias_gelu_add", {"rows": 64, "cols": 3072}),
-        ("bn_relu_add", {"N": 4, "C": 64, "H": 8, "W": 8}),
+        ("bn_add_relu", {"N": 4, "C": 64, "H": 8, "W": 8}),
     ):
         by = {}
         for v in variants(chain):
@@ -512,8 +512,8 @@ def test_summary_ratios():
             key="gelu",
             label="b",
         ),
-        _rec("x.02-numba-fused", 3.0, group=g, chain="bn_relu_add", fused=True, bytes_ratio=7 / 3),
-        _rec("x.01-numba-unfused", 6.0, group=g, chain="bn_relu_add", fused=False, bytes_ratio=7 / 3),
+        _rec("x.02-numba-fused", 3.0, group=g, chain="bn_add_relu", fused=True, bytes_ratio=7 / 3),
+        _rec("x.01-numba-unfused", 6.0, group=g, chain="bn_add_relu", fused=False, bytes_ratio=7 / 3),
         _rec("bn.01", 2.0, 10.0, group="layout/x/1T", layout="NCHW"),
         _rec("bn.01", 1.0, 20.0, group="layout/x/1T", layout="NHWC"),
         _rec("t.00", 4e-6, reps=4, group="tiny_chain", n_ops=4, fused=False),

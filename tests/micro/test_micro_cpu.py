@@ -74,7 +74,7 @@ def test_tiny_chain(benchmark, name, n_ops):
 
 CHAINS = {
     "bias_gelu_add": {"rows": 64, "cols": 768},  # 49k elements, 192 KiB per f32 array: L2
-    "bn_relu_add": {"N": 1, "C": 64, "H": 28, "W": 28},
+    "bn_add_relu": {"N": 1, "C": 64, "H": 28, "W": 28},
 }
 
 

@@ -19,8 +19,9 @@ GB/s compares implementations directly and a variant's GB/s over the STREAM kern
 same process, same threads) is its fraction of the DRAM roof.
 
 Fusion (``chain``): bias + GELU + residual add (transformer MLP, (rows, cols)) and batch norm +
-ReLU + residual add (ResNet block, NCHW). Unfused = one kernel per op with the intermediate in
-memory: bias 2n + GELU 2n + add 3n = 7n elements moved; fused = read x and res, write out = 3n.
+residual add + ReLU (the end of a ResNet block, relu(bn(x) + res), NCHW, as the CUDA chain).
+Unfused = one kernel per op with the intermediate in memory: bias 2n + GELU 2n + add 3n (BN 2n +
+add 3n + ReLU 2n) = 7n elements moved; fused = read x and res, write out = 3n.
 Predicted speed-up when memory-bound: 7/3 = 2.33x (2.5x if write-allocate is counted: 10n vs 4n).
 
 Latency floor (``tiny_chain``): N tiny ops on 8 elements, numpy op by op (N dispatches) versus one
@@ -42,7 +43,7 @@ from ...work import Work
 FAMILY = "elementwise"
 DTYPES = ("float32", "float64")
 OPS = ("add", "scale", "relu", "gelu", "batchnorm", "softmax", "layernorm")
-CHAINS = ("bias_gelu_add", "bn_relu_add")
+CHAINS = ("bias_gelu_add", "bn_add_relu")
 STREAM_KERNEL = {  # the STREAM kernel with the same read/write mix (rooflab's cpu.stream.*)
     "add": "triad",
     "scale": "copy",
@@ -52,7 +53,7 @@ STREAM_KERNEL = {  # the STREAM kernel with the same read/write mix (rooflab's c
     "softmax": "copy",
     "layernorm": "copy",
     "bias_gelu_add": "triad",
-    "bn_relu_add": "triad",
+    "bn_add_relu": "triad",
 }
 RW_MIX = {"copy": "1R1W", "triad": "2R1W"}
 FLOPS_PER_ELEMENT = {  # rooflab/models/ops.py conventions (DeepSpeed's): activations 1, BN 2, LN 5
@@ -64,7 +65,7 @@ FLOPS_PER_ELEMENT = {  # rooflab/models/ops.py conventions (DeepSpeed's): activa
     "softmax": 1,
     "layernorm": 5,
     "bias_gelu_add": 3,
-    "bn_relu_add": 4,
+    "bn_add_relu": 4,
 }
 GELU_C = math.sqrt(2.0 / math.pi)
 SCALE_S = 1.5
@@ -151,7 +152,7 @@ def op_shape(kind: str, size) -> tuple:
         if isinstance(size, dict):
             return (int(size["rows"]), int(size["cols"]))
         return (1, int(size))
-    if kind in ("batchnorm", "bn_relu_add"):
+    if kind in ("batchnorm", "bn_add_relu"):
         N, C, H, W = (int(size[k]) for k in ("N", "C", "H", "W"))
         return (N, H, W, C) if layout_of(size) == "NHWC" else (N, C, H, W)
     if isinstance(size, dict):
@@ -198,10 +199,10 @@ def make_inputs(kind: str, size, dtype=np.float32, seed: int = 0, scratch: bool 
     elif kind == "layernorm":
         cols = shape[-1]
         ins = (_array(shape, dtype, rng), _array((cols,), dtype, rng, positive=True), _array((cols,), dtype, rng))
-    elif kind in ("batchnorm", "bn_relu_add"):
+    elif kind in ("batchnorm", "bn_add_relu"):
         C = shape[1] if layout_of(size) == "NCHW" else shape[-1]
         ins = (_array(shape, dtype, rng), _array((C,), dtype, rng, positive=True), _array((C,), dtype, rng))
-        if kind == "bn_relu_add":
+        if kind == "bn_add_relu":
             ins += (_array(shape, dtype, rng),)
     elif kind == "bias_gelu_add":
         ins = (_array(shape, dtype, rng, 2.0), _array((shape[-1],), dtype, rng), _array(shape, dtype, rng))
@@ -285,10 +286,10 @@ def reference(kind: str, *arrays, s=SCALE_S, eps=LN_EPS, layout="NCHW", n_ops=1,
     if kind == "batchnorm":
         x, sc, sh = arrays[:3]
         return _f64(x) * _bcast(_f64(sc), x, layout) + _bcast(_f64(sh), x, layout)
-    if kind == "bn_relu_add":
+    if kind == "bn_add_relu":
         x, sc, sh, res = arrays[:4]
         y = _f64(x) * _bcast(_f64(sc), x, "NCHW") + _bcast(_f64(sh), x, "NCHW")
-        return np.maximum(y, 0.0) + _f64(res)
+        return np.maximum(y + _f64(res), 0.0)
     if kind == "bias_gelu_add":
         x, b, res = arrays[:3]
         return _rows_chunked(lambda u, bb: gelu64(u + bb), x, b) + _f64(res)
@@ -317,7 +318,7 @@ def op_bytes(kind: str, shape: tuple, itemsize: int, layout: str = "NCHW") -> tu
         return (n + 2 * C) * itemsize, n * itemsize
     if kind == "bias_gelu_add":
         return (2 * n + shape[-1]) * itemsize, n * itemsize
-    if kind == "bn_relu_add":
+    if kind == "bn_add_relu":
         return (2 * n + 2 * shape[1]) * itemsize, n * itemsize
     raise RooflabError(f"elementwise: unknown op {kind!r}")
 
@@ -373,7 +374,7 @@ def dram_sizes(dtype: str, llc: int | None = None) -> dict:
     c, h, w = RESNET_STAGES[1]
     sizes["batchnorm"] = {"N": -(-n // (c * h * w)), "C": c, "H": h, "W": w}
     sizes["bias_gelu_add"] = {"rows": -(-n // 3072), "cols": 3072}  # BERT-base MLP intermediate
-    sizes["bn_relu_add"] = dict(sizes["batchnorm"])
+    sizes["bn_add_relu"] = dict(sizes["batchnorm"])
     return sizes
 
 

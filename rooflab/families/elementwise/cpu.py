@@ -386,46 +386,46 @@ def bias_gelu_add_fused(x, bias, res, out, reps=1, threads=None):
     return out
 
 
-def bn_relu_add_numpy(x, scale, shift, res, tmp, out, reps=1, threads=None):
-    name = "cpu.elementwise.bn_relu_add.00-numpy-unfused"
+def bn_add_relu_numpy(x, scale, shift, res, tmp, out, reps=1, threads=None):
+    name = "cpu.elementwise.bn_add_relu.00-numpy-unfused"
     arrays = {"x": x, "scale": scale, "shift": shift, "res": res, "tmp": tmp, "out": out}
-    _check_chain(name, "bn_relu_add", arrays, False)
+    _check_chain(name, "bn_add_relu", arrays, False)
     sc, sh = _bn_views(name, x, scale, shift, "NCHW")
     for _ in range(int(reps)):
         np.multiply(x, sc, out=tmp)
         np.add(tmp, sh, out=tmp)
-        np.maximum(tmp, 0, out=tmp)
-        np.add(tmp, res, out=out)
+        np.add(tmp, res, out=tmp)
+        np.maximum(tmp, 0, out=out)
     return out
 
 
-def bn_relu_add_unfused(x, scale, shift, res, tmp, out, reps=1, threads=None):
-    name = "cpu.elementwise.bn_relu_add.01-numba-unfused"
+def bn_add_relu_unfused(x, scale, shift, res, tmp, out, reps=1, threads=None):
+    name = "cpu.elementwise.bn_add_relu.01-numba-unfused"
     arrays = {"x": x, "scale": scale, "shift": shift, "res": res, "tmp": tmp, "out": out}
-    _check_chain(name, "bn_relu_add", arrays, True)
+    _check_chain(name, "bn_add_relu", arrays, True)
     nt = _threads(threads)
     t2, x2, t1, o1, r1 = _planes(tmp), _planes(x), _flat(tmp), _flat(out), _flat(res)
     if _par(nt, x.size):
         for _ in range(int(reps)):
             K.batchnorm_nchw(t2, x2, scale, shift, 1, nt)
-            K.relu(t1, t1, 1, nt)
-            K.add(o1, t1, r1, 1, nt)
+            K.add(t1, t1, r1, 1, nt)
+            K.relu(o1, t1, 1, nt)
     else:
         for _ in range(int(reps)):
             K.batchnorm_nchw_serial(t2, x2, scale, shift, 1)
-            K.relu_serial(t1, t1, 1)
-            K.add_serial(o1, t1, r1, 1)
+            K.add_serial(t1, t1, r1, 1)
+            K.relu_serial(o1, t1, 1)
     return out
 
 
-def bn_relu_add_fused(x, scale, shift, res, out, reps=1, threads=None):
-    name = "cpu.elementwise.bn_relu_add.02-numba-fused"
-    _check_chain(name, "bn_relu_add", {"x": x, "scale": scale, "shift": shift, "res": res, "out": out}, True)
+def bn_add_relu_fused(x, scale, shift, res, out, reps=1, threads=None):
+    name = "cpu.elementwise.bn_add_relu.02-numba-fused"
+    _check_chain(name, "bn_add_relu", {"x": x, "scale": scale, "shift": shift, "res": res, "out": out}, True)
     y2, x2, r2, nt = _planes(out), _planes(x), _planes(res), _threads(threads)
     if _par(nt, x.size):
-        K.bn_relu_add_nchw(y2, x2, scale, shift, r2, int(reps), nt)
+        K.bn_add_relu_nchw(y2, x2, scale, shift, r2, int(reps), nt)
     else:
-        K.bn_relu_add_nchw_serial(y2, x2, scale, shift, r2, int(reps))
+        K.bn_add_relu_nchw_serial(y2, x2, scale, shift, r2, int(reps))
     return out
 
 
@@ -441,10 +441,10 @@ CHAIN_VARIANTS = {
         (1, "numba-unfused", bias_gelu_add_unfused, 3, "rooflab's bias, GELU and add kernels one after another"),
         (2, "numba-fused", bias_gelu_add_fused, 1, "gelu(x + bias) + res in one pass (2 reads, 1 write)"),
     ),
-    "bn_relu_add": (
-        (0, "numpy-unfused", bn_relu_add_numpy, 4, "np.multiply, np.add, np.maximum, np.add; intermediate in memory"),
-        (1, "numba-unfused", bn_relu_add_unfused, 3, "rooflab's batchnorm, relu (in place) and add kernels"),
-        (2, "numba-fused", bn_relu_add_fused, 1, "relu(x * scale[c] + shift[c]) + res in one pass"),
+    "bn_add_relu": (
+        (0, "numpy-unfused", bn_add_relu_numpy, 4, "np.multiply, np.add, np.add, np.maximum; intermediate in memory"),
+        (1, "numba-unfused", bn_add_relu_unfused, 3, "rooflab's batchnorm, add (in place) and relu kernels"),
+        (2, "numba-fused", bn_add_relu_fused, 1, "relu(x * scale[c] + shift[c] + res) in one pass"),
     ),
 }
 

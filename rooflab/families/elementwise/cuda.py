@@ -10,8 +10,7 @@ Each op has its own ladder (``op`` names it, so "% of the library" is per op), n
 ops: add, scale, relu, gelu, batchnorm (NCHW), batchnorm_nhwc (NHWC), softmax (rows), layernorm.
 Fused chains:
   bias_gelu_add  y = gelu(x + bias[col]) + res            (transformer MLP; the CPU's bias_gelu_add)
-  bn_add_relu    y = relu(x * scale[c] + shift[c] + res)  (the end of a ResNet block; the CPU's
-                 bn_relu_add applies the ReLU before the add)
+  bn_add_relu    y = relu(x * scale[c] + shift[c] + res)  (the end of a ResNet block, as on the CPU)
   <chain>.00-cupy (cupy ops), <chain>.01-kernel-unfused (three rooflab kernels, intermediates in
   memory), <chain>.02-kernel-fused (one kernel).
 
