@@ -141,13 +141,13 @@ _max_keepnan = _keepnan_intrinsic(">")
 _min_keepnan = _keepnan_intrinsic("<")
 
 
-def fexp(y):  # pragma: no cover - typed by the overload below
-    """exp(y) that LLVM can vectorize (clamped to the normal range of the dtype)."""
-    return np.exp(y)
+def fexp(v):  # pragma: no cover - typed by the overload below
+    """exp(v) that LLVM can vectorize (clamped to the normal range of the dtype)."""
+    return np.exp(v)
 
 
-def _exp_f32(y):
-    y = _min_keepnan(_max_keepnan(y, np.float32(-87.0)), np.float32(88.0))  # NaN stays NaN
+def _exp_f32(v):
+    y = _min_keepnan(_max_keepnan(v, np.float32(-87.0)), np.float32(88.0))  # NaN stays NaN
     k = np.floor(y * np.float32(1.4426950408889634) + np.float32(0.5))
     r = y - k * np.float32(0.693145751953125)  # ln 2 split: k * hi is exact
     r = r - k * np.float32(1.428606765330187e-06)
@@ -161,8 +161,8 @@ def _exp_f32(y):
     return p * _pow2(k)
 
 
-def _exp_f64(y):
-    y = _min_keepnan(_max_keepnan(y, -708.0), 709.0)
+def _exp_f64(v):
+    y = _min_keepnan(_max_keepnan(v, -708.0), 709.0)
     k = np.floor(y * 1.4426950408889634 + 0.5)
     r = y - k * 6.93147180369123816490e-01
     r = r - k * 1.90821492927058770002e-10
@@ -181,13 +181,18 @@ def _exp_f64(y):
     return p * _pow2(k)
 
 
-@overload(fexp, jit_options={"fastmath": FM, "error_model": "numpy"})
-def _fexp_overload(y):
-    if y == types.float32:
-        return _exp_f32
-    if y == types.float64:
-        return _exp_f64
-    return None
+def _by_dtype(fn, f32, f64):
+    """Compile ``fn`` in numba code as ``f32`` or ``f64`` by its float argument, on its own with
+    ``contract`` only (a caller's reassociation never folds the Cody-Waite split)."""
+
+    @overload(fn, jit_options={"fastmath": FM, "error_model": "numpy"})
+    def typed(v):
+        return {types.float32: f32, types.float64: f64}.get(v)
+
+    return typed
+
+
+_by_dtype(fexp, _exp_f32, _exp_f64)
 
 
 def fgelu(v):  # pragma: no cover - typed by the overload below
@@ -228,13 +233,7 @@ def _gelu_f64(v):
     return v * d / (d + _pow2(k) * (q + rr))
 
 
-@overload(fgelu, jit_options={"fastmath": FM, "error_model": "numpy"})
-def _fgelu_overload(v):
-    if v == types.float32:
-        return _gelu_f32
-    if v == types.float64:
-        return _gelu_f64
-    return None
+_by_dtype(fgelu, _gelu_f32, _gelu_f64)
 
 
 @njit(inline="always")
