@@ -36,7 +36,8 @@ also reduces row r+1 (sum, max), so its DRAM read and write streams run together
 (reading a row in one sweep and writing it in a later one ran at 76-79 % of the copy roof at 2
 threads here; the pipelined loop at 85-89 %, same rounds). Long softmax rows are pipelined by
 segment too: the exp loop of segment k takes the max of segment k+1 (GPT-2's 50257-wide rows at
-DRAM size: 1.16x f64 / 1.03x f32 at 2 threads, 1.07x / 1.02x at 1, same process). Their
+DRAM size, 3 rounds, same process: f64 1.14-1.17x at 2 threads, 1.02-1.12x at 1; f32 1.02-1.03x
+at 1, 0.84-1.06x at 2). Their
 exponentials alone run at ~25 GB/s-equivalent f32 and ~19 f64 in cache, about the 1-thread copy
 roof: at 1 thread the arithmetic, not DRAM, sets their pace.
 
