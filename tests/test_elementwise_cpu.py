@@ -132,10 +132,15 @@ def test_long_rows_take_the_online_path_and_still_match(kind, dtype, paths):
 
 NAN_SIZES = {"batchnorm": {"N": 2, "C": 3, "H": 10, "W": 10}, "softmax": {"rows": 6, "cols": 300}}
 NAN_SIZES["layernorm"] = NAN_SIZES["softmax"]
-NAN_PARAMS = {"batchnorm": [{}, {"layout": "NHWC"}], "softmax": [{}, {"block": 64}], "layernorm": [{}, {"block": 64}]}
-for _k in ("add", "scale", "relu"):
-    NAN_PARAMS[_k] = [{"stream": False}, {"stream": True}]
-NAN_PARAMS["layernorm"].append({"stream": True})
+STREAMED = [{"stream": False}, {"stream": True}]
+NAN_PARAMS = {
+    "add": STREAMED,
+    "scale": STREAMED,
+    "relu": STREAMED,
+    "batchnorm": [{}, {"layout": "NHWC"}],
+    "softmax": [{}, {"block": 64}],
+    "layernorm": [{}, {"block": 64}, {"stream": True}],
+}
 
 
 @pytest.mark.parametrize("kind", OPS)

@@ -556,11 +556,12 @@ def _exp_store_sum_and_max(y, x, m, x_next):
 
 
 @njit(fastmath=FM, error_model="numpy", inline="always")
-def _softmax_long_row(y, x, block, seg_max, m, x_next, has_next):
+def _softmax_long_row(y, x, block, seg_max, m, x_next):
     """A row longer than ``block``, software-pipelined by segment: the loop that stores segment
     k's exp(x - its max) also takes the max of segment k + 1 (its DRAM read), and the last sweep,
     which scales each cached segment by exp(m_k - M) / S, takes the max of the next row's first
-    segment in its first loop. ``m`` is this row's first-segment max; returns the next row's.
+    segment in its first loop (the last row passes itself). ``m`` is this row's first-segment max;
+    returns the next row's.
     The running sum is rescaled when the max grows (online softmax); one exp per element."""
     T = x.dtype.type
     n = x.size
@@ -583,10 +584,7 @@ def _softmax_long_row(y, x, block, seg_max, m, x_next, has_next):
         m = m_next
         k += 1
     inv = T(1.0) / S
-    if has_next:
-        m = _scale_and_max(y[:block], fexp(seg_max[0] - M) * inv, x_next[:block])
-    else:
-        _scale_inplace(y[:block], fexp(seg_max[0] - M) * inv)
+    m = _scale_and_max(y[:block], fexp(seg_max[0] - M) * inv, x_next[:block])
     k = 1
     for lo in range(block, n, block):
         _scale_inplace(y[lo : min(lo + block, n)], fexp(seg_max[k] - M) * inv)
@@ -606,9 +604,8 @@ def _softmax_rows(out, x, lo, hi, reps, block):
         seg_max = np.empty(-(-n // block), x.dtype)
         for _ in range(reps):
             m = _max(x[lo, :block])
-            for r in range(lo, hi):
-                nxt = r + 1 < hi
-                m = _softmax_long_row(out[r], x[r], block, seg_max, m, x[r + 1 if nxt else r], nxt)
+            for r in range(lo, hi):  # the last row "reads ahead" itself, as below
+                m = _softmax_long_row(out[r], x[r], block, seg_max, m, x[min(r + 1, hi - 1)])
         return
     one = x.dtype.type(1.0)
     for _ in range(reps):
