@@ -41,9 +41,16 @@ also reduces row r+1 (sum, max), so its DRAM read and write streams run together
 threads here; the pipelined loop at 85-89 %, same rounds). Long softmax rows are pipelined by
 segment too: the exp loop of segment k takes the max of segment k+1 (GPT-2's 50257-wide rows at
 DRAM size, 3 rounds, same process: f64 1.14-1.17x at 2 threads, 1.02-1.12x at 1; f32 1.02-1.03x
-at 1, 0.84-1.06x at 2). Their
-exponentials alone run at ~25 GB/s-equivalent f32 and ~19 f64 in cache, about the 1-thread copy
-roof: at 1 thread the arithmetic, not DRAM, sets their pace.
+at 1, 0.84-1.06x at 2). At 1 thread they stay at 60-70 % of the copy roof, and the arithmetic is
+not why: with the exponentials replaced by a subtraction the same loops ran at the same rate (f32
+16.5-18.6 GB/s against 17.5-18.2 with them; f64 19.1-19.2 against 16.7-17.0; copy 23-31, same
+process). Their memory pattern sets the pace. Five other patterns measured slower (same process,
+1 thread, DRAM size): the sweep carrying the next row's DRAM read instead of the exp loop (0.85-
+0.9x); exponentials into a per-thread scratch row then a streaming-store sweep (0.9-0.95x; its
+memory pattern alone reaches 80-85 % of copy, but then nothing overlaps the exponentials); the
+same with the next row's read in the exp loop (0.75x) or software-prefetched there (0.75-0.8x);
+a three-stage pipeline across rows (read row r+1, exp row r, stream row r-1) (0.8x). Why the
+pattern costs this much is not known: this VM exposes no performance counters to count misses.
 
 Code-generation notes:
 - ``error_model="numpy"``: numba's default Python error model tests every float division for zero
