@@ -49,8 +49,11 @@ process). Their memory pattern sets the pace. Five other patterns measured slowe
 0.9x); exponentials into a per-thread scratch row then a streaming-store sweep (0.9-0.95x; its
 memory pattern alone reaches 80-85 % of copy, but then nothing overlaps the exponentials); the
 same with the next row's read in the exp loop (0.75x) or software-prefetched there (0.75-0.8x);
-a three-stage pipeline across rows (read row r+1, exp row r, stream row r-1) (0.8x). Why the
-pattern costs this much is not known: this VM exposes no performance counters to count misses.
+a three-stage pipeline across rows (read row r+1, exp row r, stream row r-1) (0.8x). What it
+costs is the rescale sweep over the L2-resident row: a plain copy of the same 50257-wide rows ran
+at 23-26 GB/s (f32, 1 thread), the same copy plus one in-place sweep over each row while it is in
+L2 at 18-20, the softmax's own rate (same process, 3 rounds). This VM's L2 moves a 200 KB row
+only about twice as fast as DRAM (the row copy with both rows in L2: 53-63 GB/s).
 
 Code-generation notes:
 - ``error_model="numpy"``: numba's default Python error model tests every float division for zero
