@@ -74,29 +74,38 @@ def test_op_variants_match_reference(kind, dtype, threads, paths):
                 assert rec["verification"]["elements"] == math.prod(F.op_shape(kind, s))
 
 
-@pytest.mark.parametrize("kind", ["add", "scale", "relu", "layernorm"])
+STREAM_SIZES = {  # rows, planes and pixels of 203 elements: each starts at another vector offset
+    "layernorm": {"rows": 5, "cols": 203},
+    "batchnorm": {"N": 2, "C": 3, "H": 7, "W": 29},
+    "batchnorm NHWC": {"N": 2, "C": 203, "H": 1, "W": 3, "layout": "NHWC"},
+}
+
+
+@pytest.mark.parametrize("kind", ["add", "scale", "relu", "batchnorm", "batchnorm NHWC", "layernorm"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("threads", THREADS)
 def test_streaming_stores_match_at_every_offset_and_in_place(kind, dtype, threads, paths):
     """stream=True (non-temporal stores, what a DRAM-size output gets): outputs starting 0-17
     elements past a vector boundary exercise the scalar head, the aligned body and the tail (for
-    layer norm in every row: 203 columns put each row at another offset); an in-place call takes
-    the ordinary path and still matches."""
+    layer norm and batch norm in every row, plane or pixel: 203 elements put each at another
+    offset); an in-place call takes the ordinary path and still matches."""
     paths(threads)
-    v = rooflab.get_variant(f"cpu.elementwise.{kind}.01-numba")
-    size = {"rows": 5, "cols": 203} if kind == "layernorm" else {"numel": 1000 + 13}
-    n = math.prod(F.op_shape(kind, size))
+    op = kind.split()[0]
+    v = rooflab.get_variant(f"cpu.elementwise.{op}.01-numba")
+    size = STREAM_SIZES.get(kind, {"numel": 1000 + 13})
+    params = {"stream": True, **({"layout": size["layout"]} if "layout" in size else {})}
+    n = math.prod(F.op_shape(op, size))
     for off in (0, 1, 3, 7, 16, 17):
         ins = list(v.inputs(size, dtype))
         buf = np.zeros(n + 32, dtype)
         ins[-1] = buf[off : off + n].reshape(ins[-1].shape)  # out: any offset into an aligned buffer
-        rec = RUNNER.measure(v, ins, threads=threads, params={"stream": True})
+        rec = RUNNER.measure(v, ins, threads=threads, params=params)
         assert rec["status"] == "ok", (off, rec.get("error"))
         assert buf[:off].sum() == 0 and buf[off + n :].sum() == 0, "stores outside out"
     ins = list(v.inputs(size, dtype))
-    want = F.reference(kind, *ins)
+    want = F.reference(op, *ins, **{k: w for k, w in params.items() if k == "layout"})
     ins[-1] = ins[0]  # in place
-    np.testing.assert_allclose(v(*ins, threads=threads, stream=True), want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(v(*ins, threads=threads, **params), want, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.skipif(not clock.SUPPORTED, reason="x86-64 assembly checks")
@@ -137,7 +146,7 @@ NAN_PARAMS = {
     "add": STREAMED,
     "scale": STREAMED,
     "relu": STREAMED,
-    "batchnorm": [{}, {"layout": "NHWC"}],
+    "batchnorm": [{}, {"layout": "NHWC"}, {"stream": True}, {"layout": "NHWC", "stream": True}],
     "softmax": [{}, {"block": 64}],
     "layernorm": [{}, {"block": 64}, {"stream": True}],
 }

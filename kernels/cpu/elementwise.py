@@ -298,7 +298,8 @@ def _same(a, b):
 # from DRAM (read-for-ownership): 3 DRAM transfers per element of a 1-read op instead of 2. Non-
 # temporal stores skip that read. numpy 2.x's maximum does so at this size (np.maximum ran at 1.13x
 # the copy roof and 1.15x our ReLU at 1 thread here); with them our ReLU ran at 1.53x its ordinary
-# stores and 1.32x np.maximum (1 thread, 128 MiB f64, same process). Layer norm's pipelined
+# stores and 1.32x np.maximum (1 thread, 128 MiB f64, same process). Batch norm streams plane by
+# plane (NCHW) or pixel by pixel (NHWC), each with its own head and tail. Layer norm's pipelined
 # normalise loop streams too (_normalize_and_sum with ``stream``; see "one call per row" above for
 # what it took). The callers pass ``stream`` (rooflab/families/elementwise/cpu.py: output >=
 # the LLC) and never for in-place calls, where the line is read anyway. The unfused chains keep
@@ -484,8 +485,28 @@ def gelu_serial(out, x, reps):
 
 
 @njit(fastmath=FM, error_model="numpy", inline="always")
-def _bn_planes(out, x, scale, shift, lo, hi, reps):
+def _bn_plane_stream(o, x, s, b):
+    L = vlanes(o)
+    h, e = _stream_span(o, L)
+    sv = vsplat(s)
+    bv = vsplat(b)
+    for i in range(h):
+        o[i] = x[i] * s + b
+    for i in range(h, e, L):
+        vstream(o, i, vfma(vload(x, i), sv, bv))
+    for i in range(e, o.size):
+        o[i] = x[i] * s + b
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _bn_planes(out, x, scale, shift, lo, hi, reps, stream):
     C = scale.size
+    if stream and not _same(out, x):
+        for _ in range(reps):
+            for p in range(lo, hi):
+                _bn_plane_stream(out[p], x[p], scale[p % C], shift[p % C])
+        sfence()
+        return
     for _ in range(reps):
         for p in range(lo, hi):
             s = scale[p % C]
@@ -497,20 +518,38 @@ def _bn_planes(out, x, scale, shift, lo, hi, reps):
 
 
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
-def batchnorm_nchw(out, x, scale, shift, reps, nchunks):
+def batchnorm_nchw(out, x, scale, shift, reps, nchunks, stream=False):
     """x, out: (N*C, H*W) planes; plane p has channel p % C: one scalar FMA pair per plane."""
     for t in prange(nchunks):
         lo, hi = _rows(x.shape[0], t, nchunks)
-        _bn_planes(out, x, scale, shift, lo, hi, reps)
+        _bn_planes(out, x, scale, shift, lo, hi, reps, stream)
 
 
 @njit(fastmath=FM, error_model="numpy", cache=True)
-def batchnorm_nchw_serial(out, x, scale, shift, reps):
-    _bn_planes(out, x, scale, shift, 0, x.shape[0], reps)
+def batchnorm_nchw_serial(out, x, scale, shift, reps, stream=False):
+    _bn_planes(out, x, scale, shift, 0, x.shape[0], reps, stream)
 
 
 @njit(fastmath=FM, error_model="numpy", inline="always")
-def _bn_pixels(out, x, scale, shift, lo, hi, reps):
+def _bn_pixel_stream(o, x, scale, shift):
+    L = vlanes(o)
+    h, e = _stream_span(o, L)
+    for i in range(h):
+        o[i] = x[i] * scale[i] + shift[i]
+    for i in range(h, e, L):
+        vstream(o, i, vfma(vload(x, i), vload(scale, i), vload(shift, i)))
+    for i in range(e, o.size):
+        o[i] = x[i] * scale[i] + shift[i]
+
+
+@njit(fastmath=FM, error_model="numpy", inline="always")
+def _bn_pixels(out, x, scale, shift, lo, hi, reps, stream):
+    if stream and not _same(out, x):
+        for _ in range(reps):
+            for p in range(lo, hi):
+                _bn_pixel_stream(out[p], x[p], scale, shift)
+        sfence()
+        return
     for _ in range(reps):
         for p in range(lo, hi):
             xr = x[p]
@@ -520,16 +559,16 @@ def _bn_pixels(out, x, scale, shift, lo, hi, reps):
 
 
 @njit(parallel=True, fastmath=FM, error_model="numpy", cache=True)
-def batchnorm_nhwc(out, x, scale, shift, reps, nchunks):
+def batchnorm_nhwc(out, x, scale, shift, reps, nchunks, stream=False):
     """x, out: (N*H*W, C) pixels; the inner loop runs over C with scale/shift vectors (L1-resident)."""
     for t in prange(nchunks):
         lo, hi = _rows(x.shape[0], t, nchunks)
-        _bn_pixels(out, x, scale, shift, lo, hi, reps)
+        _bn_pixels(out, x, scale, shift, lo, hi, reps, stream)
 
 
 @njit(fastmath=FM, error_model="numpy", cache=True)
-def batchnorm_nhwc_serial(out, x, scale, shift, reps):
-    _bn_pixels(out, x, scale, shift, 0, x.shape[0], reps)
+def batchnorm_nhwc_serial(out, x, scale, shift, reps, stream=False):
+    _bn_pixels(out, x, scale, shift, 0, x.shape[0], reps, stream)
 
 
 # ---- row ops: softmax and layer norm --------------------------------------------------------------

@@ -6,8 +6,9 @@ the 0.1 model-op path) and numba single-pass kernels (kernels/cpu/elementwise.py
   cpu.elementwise.<op>.01-numba             one parallel region, one pass over DRAM (row ops: the
                                             row stays in cache between sweeps); below 32k elements
                                             or at 1 thread a serial twin (no pool wake-up); add,
-                                            scale, relu, layernorm with non-temporal stores once
-                                            the output is >= the LLC (``stream=``: force either way)
+                                            scale, relu, batchnorm, layernorm with non-temporal
+                                            stores once the output is >= the LLC (``stream=``:
+                                            force either way)
   cpu.elementwise.<chain>.00-numpy-unfused  numpy op by op, the intermediate in memory
   cpu.elementwise.<chain>.01-numba-unfused  rooflab's own kernel per op, the intermediate in memory
   cpu.elementwise.<chain>.02-numba-fused    one kernel for the chain
@@ -62,9 +63,9 @@ def _planes(a):
 
 
 def _streams(out, stream) -> bool:
-    """Non-temporal stores for add/scale/relu/layernorm: ``stream`` when given, else when ``out`` is
-    at least the last-level cache (it cannot stay cached; kernels/cpu/elementwise.py). In-place
-    calls never stream: the kernels check."""
+    """Non-temporal stores for add/scale/relu/batchnorm/layernorm: ``stream`` when given, else when
+    ``out`` is at least the last-level cache (it cannot stay cached; kernels/cpu/elementwise.py).
+    In-place calls never stream: the kernels check."""
     return bool(stream) if stream is not None else out.nbytes >= _llc_bytes()
 
 
@@ -219,24 +220,24 @@ def nb_op(kind, name):
         K.gelu(o, a, int(reps), nt) if _par(nt, o.size) else K.gelu_serial(o, a, int(reps))
         return out
 
-    def batchnorm(x, scale, shift, out, layout="NCHW", reps=1, threads=None):
+    def batchnorm(x, scale, shift, out, layout="NCHW", reps=1, threads=None, stream=None):
         check_arrays(name, {"x": x, "scale": scale, "shift": shift, "out": out}, contiguous=True)
         check_same_shape(name, {"x": x, "out": out})
         _bn_views(name, x, scale, shift, layout)
-        nt = _threads(threads)
+        nt, st = _threads(threads), _streams(out, stream)
         par = _par(nt, x.size)
         if layout == "NCHW":  # (N*C, rest) planes
             x2, y2 = _planes(x), _planes(out)
             if par:
-                K.batchnorm_nchw(y2, x2, scale, shift, int(reps), nt)
+                K.batchnorm_nchw(y2, x2, scale, shift, int(reps), nt, st)
             else:
-                K.batchnorm_nchw_serial(y2, x2, scale, shift, int(reps))
+                K.batchnorm_nchw_serial(y2, x2, scale, shift, int(reps), st)
         else:  # (pixels, C)
             x2, y2 = x.reshape(-1, x.shape[-1]), out.reshape(-1, x.shape[-1])
             if par:
-                K.batchnorm_nhwc(y2, x2, scale, shift, int(reps), nt)
+                K.batchnorm_nhwc(y2, x2, scale, shift, int(reps), nt, st)
             else:
-                K.batchnorm_nhwc_serial(y2, x2, scale, shift, int(reps))
+                K.batchnorm_nhwc_serial(y2, x2, scale, shift, int(reps), st)
         return out
 
     def softmax(x, out, block=K.BLOCK, reps=1, threads=None):
