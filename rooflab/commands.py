@@ -279,12 +279,14 @@ def _family_summary(data: dict) -> None:
     from . import family_report
 
     family_report.add_pct_of_library(data["records"])
-    t = Table(title=f"{data['suite']} ({data['machine']['id']}, {data['device']})")
+    prefix = f"{data['device']}.{data['suite']}."  # said once in the title: a narrow terminal folds names
+    t = Table(title=f"{data['suite']} ({data['machine']['id']}, {data['device']}): variants {prefix}*")
     for col in ("variant", "case", "figure", "% of library", "status"):
-        t.add_column(col, justify="right" if col in ("figure", "% of library") else "left")
+        right = col in ("figure", "% of library")
+        t.add_column(col, justify="right" if right else "left", no_wrap=right, overflow="fold")
     for variant, label, value, unit, pct, status in family_report.table(data["records"]):
         t.add_row(
-            variant,
+            variant.removeprefix(prefix),
             label,
             "-" if value is None else f"{value:.4g} {unit}",
             "-" if pct is None else f"{pct:.0f}%",

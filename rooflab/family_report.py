@@ -70,12 +70,13 @@ def add_pct_of_library(records: list[dict]) -> list[dict]:
 
 
 def table(records: list[dict]) -> list[tuple]:
-    """Rows (variant, case, figure, unit, % of library, status) in run order."""
+    """Rows (variant, case, figure, unit, % of library, status) in run order; the case label
+    without the variant's name, which the labels repeat at their start or end."""
     rows = []
     for r in records:
         value, unit = rate(r)
         pct = r.get("pct_of_library")
-        label = (r.get("label") or r["variant"]).removeprefix(r["variant"]).strip() or "-"
+        label = (r.get("label") or r["variant"]).removeprefix(r["variant"]).removesuffix(r["variant"]).strip() or "-"
         if r.get("status") != "ok":
             rows.append((r["variant"], label, None, "", None, f"failed: {r.get('error', '')[:80]}"))
         else:

@@ -77,3 +77,26 @@ def test_report_renders_in_headless_chromium(quick_result, tmp_path):
 
     px = mpimg.imread(shot)
     assert px.std() > 0.05  # not a blank page: text, tables and charts were painted
+
+
+def test_family_summary_names_each_variant_once_and_fits_a_narrow_terminal(monkeypatch, capsys):
+    """The run's terminal table: the suite's prefix said once in the title, each case label
+    without the variant name it repeats, and no name cut off in an 80-column shell."""
+    from rooflab import commands
+
+    name = "cpu.elementwise.bias_gelu_add.02-numba-fused"
+    recs = [
+        {"variant": "cpu.stream.copy", "label": "dram/float32/2T stream copy", "gbps": {"median": 29.0}},
+        {"variant": name, "label": f"dram/float32/2T {name}", "gflops": {"median": 9.2}},
+    ]
+    for r in recs:
+        r["status"] = "ok"
+    monkeypatch.setenv("COLUMNS", "80")
+    data = {"suite": "elementwise", "machine": {"id": "m"}, "device": "cpu", "records": recs}
+    commands._family_summary(data)
+    out = capsys.readouterr().out
+    assert "variants cpu.elementwise.*" in out
+    assert "…" not in out  # folded, never cut
+    assert "bias_gel" in out and "cpu.elementwise.b" not in out  # the prefix is not repeated per row
+    assert out.count("numba-fused") == 1 and "stream copy" in out  # the case drops the variant's name
+    assert max(len(line) for line in out.splitlines()) <= 80
