@@ -405,6 +405,27 @@ def test_float64_gelu_is_accurate_to_a_few_ulps_not_just_the_tolerance():
     assert np.all(np.abs(y - ref) <= 5e-14 * np.abs(ref))  # ~1e-6 of the negative tail; measured 5e-15
 
 
+@pytest.mark.parametrize("dtype, near, wide", [(np.float64, 1e-14, 1e-13), (np.float32, 3e-7, 3e-7)])
+def test_softmax_exp_is_accurate_to_a_few_ulps_not_just_the_tolerance(dtype, near, wide):
+    """fexp, the exponential of softmax (x - max <= 0), against a long-double reference: the
+    tolerances (f64 1e-9) would pass a polynomial short by a degree. Near: [-40, 0], the arguments
+    whose results a softmax of that dtype can resolve; wide: down to the clamp."""
+    from numba import njit
+
+    @njit(fastmath=K.FM, error_model="numpy")
+    def exp_of(x, out):
+        for i in range(x.size):
+            out[i] = K.fexp(x[i])
+
+    rng = np.random.default_rng(5)
+    for lo, bound in ((-40.0, near), (-86.0 if dtype == np.float32 else -700.0, wide)):
+        x = np.concatenate([np.linspace(lo, 0, 50_001), rng.uniform(lo, 0, 50_000)]).astype(dtype)
+        y = np.empty_like(x)
+        exp_of(x, y)
+        ref = np.exp(x.astype(np.longdouble))
+        assert float(np.max(np.abs(y / ref - 1))) <= bound, (lo, float(np.max(np.abs(y / ref - 1))))
+
+
 # ---- bad input: RooflabError naming the variant -----------------------------------------------------
 
 

@@ -17,9 +17,11 @@ Napkin math (f32, 2 Zen 4 cores, DRAM ~20-40 GB/s): a 1R1W op moves 8 B/element,
 per 16 elements (~1 cycle/element on one FMA port pair): the exp must be vectorized or the op is
 compute-bound. numba without Intel SVML calls scalar libm exp/tanh (~9-13 cycles per element,
 measured), so ``fexp`` below is exp in plain arithmetic that LLVM vectorizes: k = rint(y log2 e)
-by adding and subtracting 1.5 * 2^m (no round or convert instruction), r = y - k ln2 (Cody-Waite
-split), Taylor polynomial of degree 6 (f32, max rel. error 2.2e-7) or 11 (f64, ~1e-14), times 2^k
-built by an integer shift into the exponent field (``_pow2_rounded``).
+by adding and subtracting 1.5 * 2^m (no round or convert instruction), times 2^k built by an
+integer shift into the exponent field (``_pow2_rounded``). f32: r = y - k ln2 (Cody-Waite split:
+f32's log2 e alone would cost 1e-6 at y = -87), Taylor polynomial of degree 6 (max rel. error
+2.2e-7); f64: f = y log2 e - k in one FMA and a degree-10 fit of 2^f (3.8e-15 on [-40, 0], 1.19x
+faster than Cody-Waite and Taylor 11; _exp_f64).
 tanh-GELU is written x / (1 + exp(-2u)): the same function without the cancellation of 1 + tanh(u)
 for negative x. ``fgelu`` works in base 2 (e^(-2u) = 2^w, log2 e folded into u's constants: no
 Cody-Waite split, which cannot beat the rounding of u itself) and folds the exp into that one
@@ -188,24 +190,46 @@ def _exp_f32(v):
     return p * _pow2_rounded(t)
 
 
+# 2^f on |f| <= 1/2, degree 10: least squares on the relative error at 4000 Chebyshev nodes (long
+# double reference); max relative error 1.1e-15 in exact arithmetic (Taylor needs degree 11 in r).
+_EXP2_F64 = (
+    1.0000000000000007,
+    0.6931471805599496,
+    0.2402265069590865,
+    0.05550410866445828,
+    0.009618129108064437,
+    0.0013333558228662318,
+    0.00015403529931457913,
+    1.5252658027577655e-05,
+    1.3215674818420908e-06,
+    1.0208560900734666e-07,
+    7.035596513180004e-09,
+)
+
+
 def _exp_f64(v):
+    """e^v = 2^k 2^f, f = v log2(e) - k by one FMA (the product exact, one rounding; log2 e's own
+    rounding, 1e-16 relative, costs |v| * 1.6e-16, under the result's precision for the |v| < 40
+    a softmax of doubles can see), 2^f by the degree-10 fit above: 1.19x faster than the
+    Cody-Waite split with the degree-11 Taylor polynomial (2.25 -> 1.90 cycles/element in cache,
+    1 thread, same process); relative error 3.9e-15 on [-40, 0] (Taylor 8.6e-15), 5e-14 on
+    [-700, 0] against a long-double reference."""
     y = _min_keepnan(_max_keepnan(v, -708.0), 709.0)
     t = y * 1.4426950408889634 + ROUND_F64
     k = t - ROUND_F64
-    r = y - k * 6.93147180369123816490e-01
-    r = r - k * 1.90821492927058770002e-10
-    p = 1.0 / 39916800.0
-    p = p * r + 1.0 / 3628800.0
-    p = p * r + 1.0 / 362880.0
-    p = p * r + 1.0 / 40320.0
-    p = p * r + 1.0 / 5040.0
-    p = p * r + 1.0 / 720.0
-    p = p * r + 1.0 / 120.0
-    p = p * r + 1.0 / 24.0
-    p = p * r + 1.0 / 6.0
-    p = p * r + 0.5
-    p = p * r + 1.0
-    p = p * r + 1.0
+    f = y * 1.4426950408889634 - k
+    c = _EXP2_F64
+    p = c[10]
+    p = p * f + c[9]
+    p = p * f + c[8]
+    p = p * f + c[7]
+    p = p * f + c[6]
+    p = p * f + c[5]
+    p = p * f + c[4]
+    p = p * f + c[3]
+    p = p * f + c[2]
+    p = p * f + c[1]
+    p = p * f + c[0]
     return p * _pow2_rounded(t)
 
 
