@@ -31,9 +31,15 @@ def _group(rec: dict) -> tuple:
 
 
 def _case_key(rec: dict) -> tuple:
-    shape = json.dumps(rec.get("shape") or {}, sort_keys=True)
-    params = json.dumps({k: v for k, v in (rec.get("params") or {}).items() if k != "reps"}, sort_keys=True)
-    return shape, params, rec.get("dtype"), rec.get("threads")
+    """Shape, dtype and thread count: what a rung and the library must share to be compared."""
+    return json.dumps(rec.get("shape") or {}, sort_keys=True), rec.get("dtype"), rec.get("threads")
+
+
+def _same_params(a: dict, b: dict) -> bool:
+    """The parameters both records carry agree (layout, n_ops, eps, ...); a tuning knob only one
+    rung has (softmax's ``block``, ``stream``) and ``reps`` do not make another case."""
+    pa, pb = a.get("params") or {}, b.get("params") or {}
+    return all(pa[k] == pb[k] for k in pa.keys() & pb.keys() if k != "reps")
 
 
 def rate(rec: dict) -> tuple[float | None, str]:
@@ -59,9 +65,12 @@ def rate(rec: dict) -> tuple[float | None, str]:
 def add_pct_of_library(records: list[dict]) -> list[dict]:
     """Set ``pct_of_library`` on every ok record whose variant 0 ran the same case."""
     ok = [r for r in records if r.get("status") == "ok"]
-    library = {(_group(r), _case_key(r)): r for r in ok if r.get("library")}
+    library: dict = {}
     for r in ok:
-        lib = library.get((_group(r), _case_key(r)))
+        if r.get("library"):
+            library.setdefault((_group(r), _case_key(r)), []).append(r)
+    for r in ok:
+        lib = next((b for b in library.get((_group(r), _case_key(r)), []) if _same_params(r, b)), None)
         value, unit = rate(r)
         base, _ = rate(lib) if lib else (None, "")
         if value and base:

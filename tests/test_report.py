@@ -100,3 +100,24 @@ def test_family_summary_names_each_variant_once_and_fits_a_narrow_terminal(monke
     assert "bias_gel" in out and "cpu.elementwise.b" not in out  # the prefix is not repeated per row
     assert out.count("numba-fused") == 1 and "stream copy" in out  # the case drops the variant's name
     assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_pct_of_library_pairs_a_rung_with_its_own_knob_but_never_another_case():
+    """softmax's own rung carries ``block`` (a tuning knob numpy's lacks): still the same case. A
+    parameter both carry (layout) must agree: NHWC is never compared with NCHW's library."""
+    from rooflab import family_report
+
+    def rec(variant, params, gbps, library=False):
+        shape = {"rows": 8, "cols": 512}
+        return {"variant": variant, "status": "ok", "shape": shape, "dtype": "float32", "threads": 2,
+                "params": params, "gbps": {"median": gbps}, "library": library}  # fmt: skip
+
+    recs = [
+        rec("cpu.elementwise.softmax.00-numpy", {}, 4.0, library=True),
+        rec("cpu.elementwise.softmax.01-numba", {"block": 16384}, 30.0),
+        rec("cpu.elementwise.batchnorm.00-numpy", {"layout": "NCHW"}, 10.0, library=True),
+        rec("cpu.elementwise.batchnorm.01-numba", {"layout": "NHWC", "stream": True}, 40.0),
+    ]
+    family_report.add_pct_of_library(recs)
+    assert recs[1]["pct_of_library"] == pytest.approx(750.0)
+    assert "pct_of_library" not in recs[3]
