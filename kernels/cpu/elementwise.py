@@ -26,10 +26,10 @@ tanh-GELU is written x / (1 + exp(-2u)): the same function without the cancellat
 for negative x. ``fgelu`` works in base 2 (e^(-2u) = 2^w, log2 e folded into u's constants: no
 Cody-Waite split, which cannot beat the rounding of u itself) and folds the exp into that one
 division: 2^f as its Pade approximant P(r) / P(-r), r = f ln2 ([5/5] f64, [3/3] f32), gives
-x P(-r) / (P(-r) + 2^k P(r)), 4+4 FMAs instead of the degree-11 polynomial. In cache, 1 thread,
-same process: 3.5 -> 2.3 cycles/element f64 (natural-log Pade 2.9), 1.25 -> 1.13 f32; at DRAM size
-1 thread this moved GELU from 71-89 % of the copy roof to 90-104 % (128 MiB, 3 rounds, same
-process), as accurate (_gelu_f64). (BERT's original GELU is 0.5 x (1 + erf(x / sqrt 2)); it
+x P(-r) / (P(-r) + 2^k P(r)), 4+4 FMAs instead of an exp polynomial (degree 10 in f64). In
+cache, 1 thread, same process: 3.5 -> 2.3 cycles/element f64 (natural-log Pade 2.9), 1.25 -> 1.13
+f32; at DRAM size 1 thread this moved GELU from 71-89 % of the copy roof to 90-104 % (128 MiB, 3
+rounds, same process), as accurate (_gelu_f64). (BERT's original GELU is 0.5 x (1 + erf(x / sqrt 2)); it
 differs from the tanh form by < 1e-3 and moves the same bytes.)
 
 Row ops (softmax, layernorm) keep a row in L1/L2 between their sweeps: the first sweep reads DRAM,
