@@ -559,3 +559,17 @@ def test_summary_ratios():
     assert s["fusion"][0]["speedup"] == 2.0 and s["fusion"][0]["fraction_of_prediction"] == pytest.approx(6 / 7)
     assert s["layouts"][0]["nhwc_over_nchw"] == 2.0
     assert s["tiny_chain"][0]["ns_per_chain"] == pytest.approx(1000.0)
+
+
+def test_row_kernels_stream_only_rows_long_enough_to_gain(monkeypatch):
+    """Past the LLC a row kernel streams row by row, but a short row's partial lines at both ends
+    cost more than the read they save (7x7 planes ran at 0.28x of ordinary stores): rows under
+    STREAM_ROW_MIN bytes keep ordinary stores unless ``stream=True`` forces them."""
+    from rooflab.families.elementwise import cpu as C
+
+    monkeypatch.setattr(C, "_llc_bytes", lambda: 1024)
+    out = np.empty(4096, np.float32)  # 16 KiB: past the (patched) LLC
+    assert C._streams(out, None) and C._streams(out, None, 28 * 28 * 4)
+    assert not C._streams(out, None, 7 * 7 * 4) and not C._streams(out, None, 14 * 14 * 4)
+    assert C._streams(out, True, 7 * 7 * 4) and not C._streams(out, False, 28 * 28 * 4)
+    assert not C._streams(np.empty(64, np.float32), None, 28 * 28 * 4)  # fits the cache: never

@@ -335,7 +335,8 @@ def _same(a, b):
 # temporal stores skip that read. numpy 2.x's maximum does so at this size (np.maximum ran at 1.13x
 # the copy roof and 1.15x our ReLU at 1 thread here); with them our ReLU ran at 1.53x its ordinary
 # stores and 1.32x np.maximum (1 thread, 128 MiB f64, same process). Batch norm streams plane by
-# plane (NCHW) or pixel by pixel (NHWC), each with its own head and tail. Layer norm's pipelined
+# plane (NCHW) or pixel by pixel (NHWC), each with its own head and tail; rows under 1 KiB do not
+# stream (the callers' rule, STREAM_ROW_MIN: 7x7 planes ran at 0.28x of ordinary stores). Layer norm's pipelined
 # normalise loop streams too (_normalize_and_sum with ``stream``; see "one call per row" above for
 # what it took). The callers pass ``stream`` (rooflab/families/elementwise/cpu.py: output >=
 # the LLC) and never for in-place calls, where the line is read anyway. The unfused chains keep
