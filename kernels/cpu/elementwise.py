@@ -29,8 +29,8 @@ division: 2^f as its Pade approximant P(r) / P(-r), r = f ln2 ([5/5] f64, [3/3] 
 x P(-r) / (P(-r) + 2^k P(r)), 4+4 FMAs instead of an exp polynomial (degree 10 in f64). In
 cache, 1 thread, same process: 3.5 -> 2.3 cycles/element f64 (natural-log Pade 2.9), 1.25 -> 1.13
 f32; at DRAM size 1 thread this moved GELU from 71-89 % of the copy roof to 90-104 % (128 MiB, 3
-rounds, same process), as accurate (_gelu_f64). (BERT's original GELU is 0.5 x (1 + erf(x / sqrt 2)); it
-differs from the tanh form by < 1e-3 and moves the same bytes.)
+rounds, same process), as accurate (_gelu_f64). (BERT's original GELU is 0.5 x (1 + erf(x / sqrt 2));
+it differs from the tanh form by < 1e-3 and moves the same bytes.)
 
 Row ops (softmax, layernorm) keep a row in L1/L2 between their sweeps: the first sweep reads DRAM,
 the later ones hit the cache, so DRAM sees one read and one write. Rows longer than ``block``
@@ -102,8 +102,9 @@ BLOCK = 1 << 14  # row segment (elements) kept in L1/L2 between sweeps: 64 KiB f
 
 # Round to the nearest integer without a round or a convert instruction: t = y + ROUND (1.5 * 2^m,
 # m the mantissa bits) is k + ROUND with k = rint(y) in t's low mantissa bits, t - ROUND is k as a
-# float, and 2^k is t's bits shifted into the exponent field (_pow2_rounded). Valid for |y| < 2^(m-1).
-# The caller must keep the add and the subtract apart: ``contract`` only, never ``reassoc``.
+# float, and 2^k is t's bits shifted into the exponent field (_pow2_rounded). Valid for
+# |y| < 2^(m-1). The caller must keep the add and the subtract apart: ``contract`` only, never
+# ``reassoc``.
 ROUND_F32 = 12582912.0  # 1.5 * 2^23
 ROUND_F64 = 6755399441055744.0  # 1.5 * 2^52
 
@@ -174,8 +175,9 @@ def fexp(v):  # pragma: no cover - typed by the overload below
     return np.exp(v)
 
 
-# e^r on |r| <= ln2 / 2, degree 5, fitted the way _EXP2_F64 below is: with f32 arithmetic 2.2e-7 relative,
-# as the degree-6 Taylor polynomial, one FMA shorter (0.91 against 1.02 cycles/element in cache).
+# e^r on |r| <= ln2 / 2, degree 5, fitted the way _EXP2_F64 below is: with f32 arithmetic 2.2e-7
+# relative, as the degree-6 Taylor polynomial, one FMA shorter (0.91 against 1.02 cycles/element in
+# cache).
 _EXP_F32 = (
     1.0000001192092896,
     0.9999996423721313,
@@ -247,7 +249,8 @@ def _exp_f64(v):
 
 def _by_dtype(fn, f32, f64):
     """Compile ``fn`` in numba code as ``f32`` or ``f64`` by its float argument, on its own with
-    ``contract`` only (a caller's reassociation never folds the Cody-Waite split)."""
+    ``contract`` only: a caller's reassociation never folds the Cody-Waite split or the ROUND add
+    and subtract (which would leave k = y and f = 0)."""
 
     @overload(fn, jit_options={"fastmath": FM, "error_model": "numpy"})
     def typed(v):
@@ -287,9 +290,9 @@ def _gelu_f64(v):
     f = w - k exact), 2^f = e^r with r = f ln 2 as its Pade [5/5] approximant P(r) / P(-r) =
     (q + rr) / (q - rr) (q, rr: the even and odd parts, coefficients in powers of f):
     v / (1 + 2^k (q + rr) / (q - rr)) = v (q - rr) / ((q - rr) + 2^k (q + rr)), the one division
-    GELU needs anyway. Against exp(y) by Cody-Waite and a degree-11 polynomial: no split, no
-    round or convert instruction, 4+4 FMAs; 2.97 -> 2.30 cycles/element f64 and 1.24 -> 1.13 f32
-    in cache (1 thread, same process). Accuracy: the rounding of w (2^-53 |w|, as y = -2u's own
+    GELU needs anyway: 4+4 FMAs instead of an exp polynomial. Against the same Pade in the natural
+    log (a Cody-Waite split of y = -2u, floor and convert for k): 2.97 -> 2.30 cycles/element f64
+    and 1.24 -> 1.13 f32 in cache (1 thread, same process). Accuracy: the rounding of w (2^-53 |w|, as y = -2u's own
     rounding in the natural-log form) sets it: f64 5.4e-15 relative on [-6, 6] against a
     long-double reference (the natural-log form 4.3e-15), [5/5] adds ~1e-16 (|r| <= ln2/2) and
     [3/3] ~6e-9; over [-30, 30] the worst, ~1.2e-13 f64, is the cancellation in v + 0.044715 v^3
@@ -336,8 +339,8 @@ def _same(a, b):
 # the copy roof and 1.15x our ReLU at 1 thread here); with them our ReLU ran at 1.53x its ordinary
 # stores and 1.32x np.maximum (1 thread, 128 MiB f64, same process). Batch norm streams plane by
 # plane (NCHW) or pixel by pixel (NHWC), each with its own head and tail; rows under 1 KiB do not
-# stream (the callers' rule, STREAM_ROW_MIN: 7x7 planes ran at 0.28x of ordinary stores). Layer norm's pipelined
-# normalise loop streams too (_normalize_and_sum with ``stream``; see "one call per row" above for
+# stream (the callers' rule, STREAM_ROW_MIN: 7x7 planes ran at 0.28x of ordinary stores). Layer
+# norm's pipelined normalise loop streams too (_normalize_and_sum with ``stream``; see "one call per row" above for
 # what it took). The callers pass ``stream`` (rooflab/families/elementwise/cpu.py: output >=
 # the LLC) and never for in-place calls, where the line is read anyway. The unfused chains keep
 # ordinary stores (their intermediates are re-read).
