@@ -21,7 +21,6 @@ with every attempt's figures, and one still noisy says so (``noisy``, ``noise_re
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import verify
+from .backend import Backend
 from .errors import RooflabError
 from .registry import Case, Variant, check_cases, get_variant
 from .timing import invert_stats, summarize
@@ -46,18 +46,6 @@ class Settings:
     cv_limit: float = 0.05  # samples spread above this marks the attempt noisy
     max_attempts: int = 3
     probe_clock: bool = True
-
-
-@dataclass
-class Backend:
-    """What the driver needs from a device."""
-
-    device: str
-    timer: Callable  # timer(call, budget_s=, min_samples=, flush=) -> list of seconds per call
-    calibrate: Callable  # calibrate(make_call(reps) -> call, target_s) -> reps
-    threads: Callable = lambda n: contextlib.nullcontext(n)  # context manager limiting the pools
-    clock: Callable | None = None  # clock(threads) -> per-thread GHz list, or None
-    after_verify: Callable | None = None  # extra fields from the inputs after a run (GPU SM clock)
 
 
 @dataclass
@@ -282,10 +270,8 @@ class Driver:
     # ---- a suite -------------------------------------------------------------------------------
     def run_case(self, case: Case, inputs: tuple | None = None) -> Record:
         processes = int(case.timing.get("processes", 1))
-        if processes > 1 and self.backend.device == "cpu":  # a figure fixed per process: several draws
-            from .processes import measure_in_processes
-
-            return measure_in_processes(self, case, processes)
+        if processes > 1 and self.backend.isolate:  # a figure fixed per process: several draws
+            return self.backend.isolate(self, case, processes)
         case_timing = {k: v for k, v in case.timing.items() if k != "processes"}
         v = get_variant(case.variant)
         if inputs is None:

@@ -6,9 +6,10 @@ jitted code land in memory (ASLR) sets their branch-predictor and cache-set alia
 stable to a few % within itself; which one also depends on what the host runs beside this core at
 the time): one process is one draw, and two runs of one process each disagreed by up to 17 % (and
 by 1.7x when they drew different modes). So a case whose ``timing``
-says ``processes: N`` (N > 1, CPU only) is measured N times, each time by the one driver in a new
-interpreter (``python -m rooflab.processes``, the case and settings as JSON on stdin, the record as
-JSON on stdout), and the record kept is the fastest process's: a floor, as the fastest pass is for
+says ``processes: N`` (N > 1, on a backend whose ``isolate`` hook is this module's, the CPU's) is
+measured N times, each time by the one driver in a new interpreter (``python -m`` the backend's
+module, which calls ``serve`` with its backend: the case and settings as JSON on stdin, the record
+as JSON on stdout), and the record kept is the fastest process's: a floor, as the fastest pass is for
 every ceiling (the median process drew the slow mode in a run where 3 of 5 did). Every process's
 median and samples stay in the record (``meta.processes``), with their spread.
 
@@ -34,9 +35,10 @@ def _record_fields():
     return {f.name for f in fields(Record)}
 
 
-def measure_in_processes(driver, case, processes: int):
-    """``case`` measured in ``processes`` fresh interpreters; the fastest process's Record, with
-    every process's per-launch (or per-call) median and samples in ``meta['processes']``."""
+def measure_in_processes(driver, case, processes: int, child: str):
+    """``case`` measured in ``processes`` fresh interpreters (``python -m child``, a module whose
+    main is ``serve``); the fastest process's Record, with every process's per-launch (or per-call)
+    median and samples in ``meta['processes']``."""
     from .driver import Record
 
     one = replace(case, timing={k: v for k, v in case.timing.items() if k != "processes"})
@@ -45,7 +47,7 @@ def measure_in_processes(driver, case, processes: int):
     for _ in range(processes):
         try:
             proc = subprocess.run(
-                [sys.executable, "-m", "rooflab.processes"],
+                [sys.executable, "-m", child],
                 input=job,
                 capture_output=True,
                 text=True,
@@ -82,19 +84,15 @@ def measure_in_processes(driver, case, processes: int):
     return kept
 
 
-def _child() -> int:
-    """Read a case and settings on stdin, measure it with the CPU driver, print the Record."""
-    from .cpu.backend import cpu_backend
+def serve(make_backend) -> int:
+    """A measuring process's main: read a case and settings on stdin, measure it with the driver
+    on ``make_backend(probe=...)``, print the Record as JSON."""
     from .driver import Driver, Settings
     from .registry import Case
 
     job = json.loads(sys.stdin.read())
-    driver = Driver(cpu_backend(probe=job["settings"].get("probe_clock", True)), Settings(**job["settings"]))
+    driver = Driver(make_backend(probe=job["settings"].get("probe_clock", True)), Settings(**job["settings"]))
     driver.best_clock = {int(k): v for k, v in (job.get("best_clock") or {}).items()}
     rec = driver.run_case(Case(**job["case"]))
     print(json.dumps(asdict(rec), default=float))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_child())

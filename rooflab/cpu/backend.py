@@ -4,11 +4,15 @@ Clock probe: a chain of dependent register adds (kernels/cpu/clock.py, 1 per cyc
 thread at once, each thread timed on its own; cycles / wall time is each thread's running clock. A
 neighbour stealing the core makes a probe read low, never high, so the probe runs several ~1 ms
 times and keeps each thread's best (one undisturbed probe is enough): ~5 ms per measurement.
+
+Isolation: a case fixed per process (``timing: {"processes": N}``) is measured in N fresh
+interpreters running this module (``python -m rooflab.cpu.backend``: rooflab/processes.py).
 """
 
 from __future__ import annotations
 
-from ..driver import Backend
+from ..backend import Backend
+from ..processes import measure_in_processes, serve
 from ..threads import use_threads
 from .timing import calibrate, time_cpu
 
@@ -29,6 +33,18 @@ def cpu_backend(probe: bool = True) -> Backend:
     def timer(call, budget_s, min_samples, flush=None):
         return time_cpu(call, budget_s=budget_s, min_samples=min_samples, flush=flush).seconds
 
+    def isolate(driver, case, processes):
+        return measure_in_processes(driver, case, processes, child="rooflab.cpu.backend")
+
     return Backend(
-        device="cpu", timer=timer, calibrate=calibrate, threads=use_threads, clock=probe_clock if probe else None
+        device="cpu",
+        timer=timer,
+        calibrate=calibrate,
+        threads=use_threads,
+        clock=probe_clock if probe else None,
+        isolate=isolate,
     )
+
+
+if __name__ == "__main__":  # a measuring process of rooflab.processes
+    raise SystemExit(serve(cpu_backend))

@@ -436,9 +436,8 @@ def kernel_sweep(Rs=(3, 5, 7, 9, 11, 13, 15), C=32, image=64, batch=1) -> list[d
 def applicable(variant_name: str, s: dict) -> str | None:
     """None when the variant runs this shape, else why not (the suite skips it; the kernel refuses)."""
     from ...registry import get_variant
-    from . import cpu as _cpu  # noqa: F401  (variants registered)
 
-    v = get_variant(variant_name)
+    v = get_variant(variant_name)  # loads every family module, the CPU variants of conv included
     check = getattr(v.kernel, "supports", None)
     return check(s) if check else None
 

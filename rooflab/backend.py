@@ -1,0 +1,32 @@
+"""What the one driver needs from a device: a leaf module, imported by the driver and by each backend.
+
+A backend is data (its timer, calibration, thread control, clock probe, post-run hook, and how it
+isolates a measurement that is fixed per process), so the driver never imports a device module and
+no device module imports the driver: rooflab/cpu/backend.py and rooflab/cuda/backend.py build one,
+rooflab/driver.py takes one (``Driver(cpu_backend())``).
+
+Napkin: the driver calls ``timer`` once per attempt (>= 5 samples of ~10 ms), ``clock`` twice per
+attempt (~5 ms each on the CPU), ``isolate`` once per case whose ``timing`` asks for ``processes: N``
+(~0.7 s of interpreter start per process on the CPU, rooflab/processes.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass
+class Backend:
+    """What the driver needs from a device."""
+
+    device: str
+    timer: Callable  # timer(call, budget_s=, min_samples=, flush=) -> list of seconds per call
+    calibrate: Callable  # calibrate(make_call(reps) -> call, target_s) -> reps
+    threads: Callable = lambda n: contextlib.nullcontext(n)  # context manager limiting the pools
+    clock: Callable | None = None  # clock(threads) -> per-thread GHz list, or None
+    after_verify: Callable | None = None  # extra fields from the inputs after a run (GPU SM clock)
+    # isolate(driver, case, processes) -> Record: a case whose figure is drawn once per process
+    # (``timing: {"processes": N}``), measured in N fresh interpreters; None: measured in this one
+    isolate: Callable | None = None

@@ -1,0 +1,159 @@
+"""The house's structure: no import circle among rooflab's modules, the driver's Backend in a leaf
+module, and the driver reaching a backend's process isolation through the backend, never by name.
+
+The import graph is read from the source (every ``import`` and ``from ... import``, function-level
+ones included: a lazy import is still a dependency), one node per file of rooflab/ and kernels/
+(packaged as rooflab.kernels); ~120 files parse in well under a second.
+
+Run: python -m pytest -q tests/test_house.py
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = {"rooflab": ROOT / "rooflab", "rooflab.kernels": ROOT / "kernels"}
+
+
+def _modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the package (kernels/ as rooflab.kernels)."""
+    out = {}
+    for pkg, base in PACKAGES.items():
+        for path in base.rglob("*.py"):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            name = ".".join([pkg, *parts])
+            if name not in out or pkg == "rooflab.kernels":
+                out[name] = path
+    return out
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the modules of the package it imports (anywhere in the file)."""
+    graph = {}
+    for name, path in modules.items():
+        is_pkg = path.name == "__init__.py"
+        here = name if is_pkg else name.rpartition(".")[0]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = here.split(".")
+                    base = base[: len(base) - (node.level - 1)]
+                    mod = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    mod = node.module or ""
+                # `from pkg import sub` names a module where one exists, else an attribute of pkg
+                targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod for a in node.names]
+            for t in targets:
+                while t and t not in modules:  # `import a.b.c` of a non-module attribute: its module
+                    t = t.rpartition(".")[0]
+                if t and t != name:
+                    deps.add(t)
+        graph[name] = deps
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_circle_finder_finds_a_circle_and_reads_relative_imports(tmp_path):
+    """The check can fail: a made-up package whose driver imports a backend that imports it back."""
+    pkg = tmp_path / "pkg"
+    (pkg / "cpu").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cpu" / "__init__.py").write_text("")
+    (pkg / "driver.py").write_text("def f():\n    from .cpu.backend import make\n")
+    (pkg / "cpu" / "backend.py").write_text("from ..driver import Backend\n")
+    (pkg / "leaf.py").write_text("import os\n")
+    mods = {
+        "pkg": pkg / "__init__.py",
+        "pkg.cpu": pkg / "cpu" / "__init__.py",
+        "pkg.driver": pkg / "driver.py",
+        "pkg.cpu.backend": pkg / "cpu" / "backend.py",
+        "pkg.leaf": pkg / "leaf.py",
+    }
+    g = import_graph(mods)
+    assert g["pkg.driver"] == {"pkg.cpu.backend"} and g["pkg.cpu.backend"] == {"pkg.driver"}
+    assert circles(g) == [["pkg.cpu.backend", "pkg.driver"]]
+
+
+def test_no_import_circle_in_the_house():
+    found = circles(import_graph(_modules()))
+    assert not found, f"import circles: {found}"
+
+
+def test_backend_is_a_leaf_and_the_driver_imports_no_device():
+    g = import_graph(_modules())
+    assert not g["rooflab.backend"], g["rooflab.backend"]
+    assert "rooflab.backend" in g["rooflab.driver"]
+    assert not {m for m in g["rooflab.driver"] if m.startswith(("rooflab.cpu", "rooflab.cuda", "rooflab.processes"))}
+
+
+def test_the_driver_isolates_a_case_through_its_backend():
+    """``processes: N`` goes to the backend's isolate hook (the CPU's runs fresh interpreters); a
+    backend without one measures the case in this process."""
+    from dataclasses import replace
+
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Record, Settings
+    from rooflab.registry import Case
+
+    calls = []
+
+    def isolate(driver, case, processes):
+        calls.append((driver, case.variant, processes))
+        return Record(
+            variant=case.variant,
+            family="x",
+            device="cpu",
+            label="",
+            threads=1,
+            dtype=None,
+            shape={},
+            params={},
+            working_set_bytes=0,
+        )
+
+    settings = Settings(budget_s=0.0, min_samples=1, probe_clock=False, max_attempts=1)
+    case = Case("cpu.stream.triad", size=4096, timing={"processes": 3})
+    drv = Driver(replace(cpu_backend(probe=False), isolate=isolate), settings)
+    rec = drv.run_case(case)
+    assert calls == [(drv, "cpu.stream.triad", 3)] and rec.family == "x"
+    rec = Driver(replace(cpu_backend(probe=False), isolate=None), settings).run_case(case)
+    assert rec.status == "ok" and rec.verified and "processes" not in rec.meta
+    assert cpu_backend().isolate is not None
