@@ -63,6 +63,7 @@ def test_config_follows_the_house_rules():
     assert conf["html_dir"].rstrip("/") + "/" in ignored and ".asv/" in ignored
 
 
+@pytest.mark.slow
 def test_asv_check(tmp_path):
     p = _asv(["check", "-E", f"existing:{sys.executable}"], tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr

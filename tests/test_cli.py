@@ -20,6 +20,7 @@ def test_info_prints_machine_and_peaks(capsys):
     assert "Theoretical peaks" in out and "GHz" in out and "L1" in out and "GPU" in out
 
 
+@pytest.mark.slow
 def test_run_quick_writes_result_with_ceilings_and_plots(quick_result):
     d = load(quick_result)
     assert d["status"] == "complete"
@@ -43,11 +44,13 @@ def test_run_quick_writes_result_with_ceilings_and_plots(quick_result):
         assert head.startswith(b"\x89PNG") or head.startswith(b"<?xml")
 
 
+@pytest.mark.slow
 def test_plot_command(quick_result, tmp_path, capsys):
     assert _run(["plot", str(quick_result), "-o", str(tmp_path / "fig.png")]) == 0
     assert (tmp_path / "fig.png").stat().st_size > 10_000 and (tmp_path / "fig.svg").exists()
 
 
+@pytest.mark.slow
 def test_compare_flags_regressions(quick_result, tmp_path, capsys):
     d = json.loads(quick_result.read_text())
     assert _run(["compare", str(quick_result), str(quick_result)]) == 0
@@ -111,6 +114,7 @@ def test_interrupted_run_keeps_what_it_measured(tmp_path, monkeypatch):
     assert any(r["family"] == "ert" for r in d["records"])  # the peaks measured before are kept
 
 
+@pytest.mark.slow
 def test_no_ceiling_above_105_percent_of_theoretical_unless_flagged(quick_result):
     """A real run: every compute ceiling within 105 % of its theoretical peak at the run's best
     clock, or flagged as disturbed; every slower memory level at or below the faster one, or flagged."""

@@ -155,6 +155,7 @@ def test_crossover_helper_both_directions_and_none():
     assert charts.crossovers(a, [(1, 2.0), (2, 3.0), (3, 4.0)]) == []
 
 
+@pytest.mark.slow
 def test_layers_figure_bars_and_annotations():
     fig = charts.layers_figure(synthetic())
     (ax,) = fig.axes
@@ -213,6 +214,7 @@ def test_no_figure_without_the_cases():
     assert charts.roofline_figure(dict(empty, records=[])) is None
 
 
+@pytest.mark.slow
 def test_rooflab_plot_writes_the_conv_charts(tmp_path):
     from rooflab.cli import main
 

@@ -15,6 +15,9 @@ from rooflab.cuda import knobs as cv
 from rooflab.errors import RooflabError
 from tests.cuda_tools import nvrtc_or_skip
 
+# every test here builds CUDA with NVRTC/nvcc (1-9 s each): the CUDA kernel author's loop
+pytestmark = pytest.mark.slow
+
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 ARCHS = ["sm_80", "sm_90"]

@@ -21,6 +21,9 @@ from rooflab.families.conv import cuda as conv
 from rooflab.families.elementwise import cuda as ew
 from tests.cuda_tools import cuobjdump, nvrtc_or_skip, private_cache
 
+# every test here builds CUDA with NVRTC/nvcc (1-9 s each): the CUDA kernel author's loop
+pytestmark = pytest.mark.slow
+
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 ARCHS = ["sm_80", "sm_90"]

@@ -23,6 +23,9 @@ from rooflab.errors import RooflabError
 from rooflab.families.gemm import cuda as g
 from tests.cuda_tools import cuobjdump, nvrtc_or_skip, private_cache
 
+# every test here builds CUDA with NVRTC/nvcc (1-9 s each): the CUDA kernel author's loop
+pytestmark = pytest.mark.slow
+
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 RUNG = {r.source: r for r in g.RUNGS}

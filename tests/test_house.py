@@ -157,3 +157,33 @@ def test_the_driver_isolates_a_case_through_its_backend():
     rec = Driver(replace(cpu_backend(probe=False), isolate=None), settings).run_case(case)
     assert rec.status == "ok" and rec.verified and "processes" not in rec.meta
     assert cpu_backend().isolate is not None
+
+
+def test_a_test_of_a_real_run_without_the_slow_mark_is_refused(tmp_path):
+    """The fast loop cannot take in a test of a real `rooflab run` by mistake: collection fails."""
+    import shutil
+    import subprocess
+    import sys
+
+    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_unmarked.py").write_text("def test_x(quick_result):\n    pass\n")
+    (tmp_path / "test_marked.py").write_text(
+        "import pytest\n\n\n@pytest.mark.slow\ndef test_y(quick_result):\n    pass\n"
+    )
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "--collect-only",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(tmp_path),
+    ]
+    bad = subprocess.run([*args, str(tmp_path)], capture_output=True, text=True, cwd=tmp_path)
+    assert bad.returncode == 4 and "test_unmarked.py::test_x" in bad.stderr + bad.stdout, bad.stdout + bad.stderr
+    (line,) = [x for x in (bad.stderr + bad.stdout).splitlines() if "must be marked" in x]
+    assert "test_unmarked.py::test_x" in line and "test_marked" not in line
+    good = subprocess.run([*args, str(tmp_path / "test_marked.py")], capture_output=True, text=True, cwd=tmp_path)
+    assert good.returncode == 0, good.stdout + good.stderr

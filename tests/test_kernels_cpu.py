@@ -182,6 +182,7 @@ def test_intensity_sweep_is_declared_per_thread_count_and_each_point_verifies():
     assert 0 < rot.n <= a.size and rot.offset > 0  # the timed calls walked on through the array
 
 
+@pytest.mark.slow
 def test_intensity_point_whose_kernel_skips_the_slice_fails_verification():
     from rooflab.errors import VerificationError
     from rooflab.families import intensity
@@ -211,6 +212,7 @@ def test_the_sweep_keeps_the_fastest_configuration_of_each_point():
     assert kept == {(1, 0.5): "S=1", (1, 8): "S=8", (2, 0.5): "S=8"}
 
 
+@pytest.mark.slow
 def test_intensity_point_on_a_small_array_uses_shorter_blocks():
     """--max-working-set 256K gives the sweep a 32 Ki-element array: smaller than 2 threads x an
     L2-sized block; the point still runs (shorter blocks) and verifies."""

@@ -144,6 +144,7 @@ def test_run_suite_latency_end_to_end(tmp_path, small_chase, capsys):
     assert 'alt="latency chart"' in text and 'alt="bandwidth chart"' in text and "<th>cycles</th>" in text
 
 
+@pytest.mark.slow
 def test_report_shows_the_latency_chart_and_cycles():
     data = with_latency(synthetic(op_threads=()))
     for c in data["ceilings"]:

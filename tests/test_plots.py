@@ -256,6 +256,7 @@ def test_roofline_log_axis_has_labelled_ticks(models_fig):
     assert len(_labelled_ticks(models_fig.axes[0])) >= 4
 
 
+@pytest.mark.slow
 def test_gpu_result_is_one_panel_and_files_are_written(tmp_path):
     data = synthetic(op_threads=(0,), device="cuda")
     fig = plots.roofline_figure(data, ops=data["ops_placed"])

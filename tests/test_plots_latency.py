@@ -145,6 +145,7 @@ def test_the_roofline_boxes_the_dispatch_floor_without_collisions(result):
     plt.close(fig)
 
 
+@pytest.mark.slow
 def test_all_plots_writes_the_latency_chart(result, tmp_path):
     files = plots.all_plots(result, tmp_path / "r")
     names = {f.name for f in files}

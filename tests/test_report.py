@@ -29,12 +29,14 @@ def _report(quick_result, tmp_path, extra=()):
     return out
 
 
+@pytest.mark.slow
 def test_report_is_self_contained(quick_result, tmp_path):
     text = _report(quick_result, tmp_path).read_text()
     assert "<table" in text and "data:image/png;base64," in text
     assert not re.search(r"""(src|href)=["']https?://""", text), "the page must not load anything from the network"
 
 
+@pytest.mark.slow
 def test_report_rejects_other_schema(quick_result, tmp_path, capsys):
     bad = tmp_path / "old.json"
     d = json.loads(quick_result.read_text())
@@ -45,6 +47,7 @@ def test_report_rejects_other_schema(quick_result, tmp_path, capsys):
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium; .ci/run does)")
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium(quick_result, tmp_path):
     other = tmp_path / "other.json"
     d = json.loads(quick_result.read_text())

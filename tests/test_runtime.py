@@ -322,6 +322,7 @@ def test_onnxruntime_profile_maps_every_profiled_node_or_lists_it(tmp_path):
 
 
 @needs_ort
+@pytest.mark.slow
 def test_place_runtime_cli_writes_table_plot_and_summary(tmp_path, capsys):
     path = tmp_path / "fusable.onnx"
     onnx.save(_fusable_graph(), str(path))
