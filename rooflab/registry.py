@@ -58,6 +58,11 @@ class Variant:
     op: str | None = None  # model-op kind this variant executes (inputs then take op shapes)
     dtypes: tuple = ()  # dtypes it accepts (empty: any the family declares)
     tolerance: str = "default"  # column of rooflab.verify.TOLERANCES its results are held to
+    # what consumers pick it for, so no one keys on rung numbers or name suffixes: "best" (its
+    # family's best own rung on this device: what other families build on, e.g. conv's im2col),
+    # "threaded" (uses every thread it is given: a suite times it at every thread count)
+    roles: tuple = ()
+    max_flops: float | None = None  # a suite times it up to this many FLOPs per call (slow rungs)
 
     def __call__(self, *arrays, **params):
         return self.kernel(*arrays, **{**self.defaults, **params})
@@ -142,6 +147,13 @@ def get_variant(name: str) -> Variant:
     except KeyError:
         known = ", ".join(sorted(_REGISTRY))
         raise RooflabError(f"unknown kernel variant {name!r}", f"use one of: {known}") from None
+
+
+def best_variant(family: str, device: str) -> Variant | None:
+    """A family's best own variant on a device: the one with the "best" role, else its highest
+    non-library rung (None when it has none)."""
+    own = [v for v in list_variants(family, device) if not v.library]
+    return next((v for v in own if "best" in v.roles), max(own, key=lambda v: v.number or 0, default=None))
 
 
 def library_variant(family: str, device: str, op: str | None = None) -> Variant | None:

@@ -31,7 +31,8 @@ from rooflab.cpu.backend import cpu_backend
 from rooflab.driver import Driver, Settings
 from rooflab.errors import RooflabError, VerificationError
 from rooflab.families import gemm as fam
-from rooflab.registry import check_cases, list_variants
+from rooflab.families.gemm.cpu import RUNGS
+from rooflab.registry import best_variant, check_cases, list_variants
 
 NAMES = [
     "cpu.gemm.00-numpy-blas",
@@ -69,11 +70,45 @@ def check_variant(name, shape, dtype, threads=None, **shape_extra):
 def test_ladder_registered_in_order():
     vs = list_variants(family="gemm", device="cpu")
     assert [v.name for v in vs] == NAMES
-    assert [v.number for v in vs] == list(range(6))
+    assert [v.number for v in vs] == list(range(len(RUNGS)))  # numbered in order, no gaps
     assert all(v.dtypes == DTYPES for v in vs)
-    # model ops run through the library and the library-class rungs, never the slow ones
-    assert [v.number for v in vs if v.op == "gemm"] == [0, 4, 5]
     assert vs[0].library and not any(v.library for v in vs[1:])
+
+
+def test_roles_are_attributes_of_the_rungs():
+    """What consumers pick a rung for is read from the variant, never from its number or name."""
+    vs = {v.name: v for v in list_variants(family="gemm", device="cpu")}
+    for r in RUNGS:
+        v = vs[f"cpu.gemm.{r.number:02d}-{r.tech}"]
+        assert (v.op == "gemm") == r.model_op and ("best" in v.roles) == r.best
+        assert ("threaded" in v.roles) == r.threaded and v.max_flops == r.max_flops
+    # model ops run through the library and the library-class rungs, never the slow ones
+    assert [v.name for v in vs.values() if v.op == "gemm"] == [NAMES[0], NAMES[4], NAMES[5]]
+    (best,) = [v for v in vs.values() if "best" in v.roles]
+    assert best_variant("gemm", "cpu") is best and best.name == NAMES[5]
+    # conv's im2col rung builds on the family's best GEMM
+    from rooflab.families.conv import cpu as conv_cpu
+
+    assert conv_cpu.own_gemm("float32").name == best.name
+    # the slow rungs stop at their FLOP limit; the fast ones and the library are not limited
+    assert all(v.max_flops for v in vs.values() if v.number in (1, 2, 3))
+    assert not any(v.max_flops for v in vs.values() if v.op == "gemm")
+
+
+def test_a_new_rung_is_one_entry(monkeypatch):
+    """A rung added to RUNGS alone is registered with its roles and picked by the suite and the best
+    lookup (on a copy of the registry: nothing is left registered)."""
+    from rooflab import registry
+    from rooflab.families.gemm import cpu as gemm_cpu
+
+    monkeypatch.setattr(registry, "_REGISTRY", {k: v for k, v in registry._REGISTRY.items() if ".gemm." not in k})
+    new = gemm_cpu.Rung(len(RUNGS), "faster", K.gemm_packed, "a new rung", threaded=True, model_op=True, best=True)
+    gemm_cpu.register_rungs([*(r._replace(best=False) for r in RUNGS), new])
+    name = f"cpu.gemm.{new.number:02d}-faster"
+    assert best_variant("gemm", "cpu").name == name
+    assert [v.name for v in list_variants(op="gemm", device="cpu")][-1] == name
+    quick = fam.cases(quick=True, threads=[1, 2])
+    assert {c.threads for c in quick if c.variant == name} == {1, 2}
 
 
 def test_library_variant_names_its_blas():
@@ -124,9 +159,9 @@ def test_cases_quick_and_full():
     for c in quick + full:
         v = rooflab.get_variant(c.variant)
         assert c.dtype in v.dtypes and c.meta["shape"] == c.size
-        if v.number in fam.MAX_FLOPS:
-            assert 2 * c.size["M"] * c.size["N"] * c.size["K"] <= fam.MAX_FLOPS[v.number]
-        if v.number in (1, 2, 3, 4):
+        if v.max_flops:
+            assert 2 * c.size["M"] * c.size["N"] * c.size["K"] <= v.max_flops
+        if "threaded" not in v.roles:
             assert c.threads == 1  # single-threaded rungs are not repeated per thread count
     full_keys = {(c.variant, c.dtype, c.threads, c.size["M"], c.size["N"]) for c in full}
     assert (NAMES[5], "float64", 2, 4096, 4096) in full_keys

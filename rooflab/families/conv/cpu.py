@@ -44,7 +44,7 @@ from ...kernels.cpu import fft_conv as kf
 from ...kernels.cpu import simd
 from ...kernels.cpu import winograd as kw
 from ...memory import aligned_array
-from ...registry import Variant, list_variants, register
+from ...registry import Variant, best_variant, register
 from . import (
     FAMILY,
     conv_shape,
@@ -216,24 +216,15 @@ def _im2col_blas(x, w, s, y):
 
 
 def own_gemm(dtype) -> Variant:
-    """rooflab's best CPU GEMM: the gemm family's BEST (else its highest non-library rung),
-    verified once per dtype against float64 on an odd-sized product before conv uses it."""
-    cands = [v for v in list_variants(family="gemm", device="cpu") if not v.library]
-    if not cands:
+    """rooflab's best CPU GEMM: the gemm family's variant with the "best" role (else its highest
+    non-library rung), verified once per dtype against float64 on an odd-sized product before conv uses it."""
+    best = best_variant("gemm", "cpu")
+    if best is None:
         raise RooflabError(
             "cpu.conv.04-im2col-own-gemm: no own CPU GEMM is registered (family 'gemm' has no variant "
             "besides the library)",
             "install/merge the gemm family, or use cpu.conv.00-im2col-blas",
         )
-    best = None
-    try:
-        from ..gemm import cpu as gemm_cpu  # noqa: PLC0415
-
-        best = getattr(gemm_cpu, "BEST", None)
-    except ImportError:
-        pass
-    if best is None or best.library:
-        best = max(cands, key=lambda v: v.number or 0)
     return _verified_gemm(best.name, np.dtype(dtype).name)
 
 

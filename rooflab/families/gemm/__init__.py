@@ -19,8 +19,8 @@ still shows (dropping one k of K changes C by ~1/K >= 2.4e-4 relative for K <= 4
 1e-4 rtol). ``batch`` in a shape dict (a linear layer applied to batch x M rows) folds into M:
 the operands stay 2-D.
 
-Run: ``rooflab run --suite gemm`` (once wired), or
-    >>> import rooflab; v = rooflab.get_variant("cpu.gemm.05-multithreaded")
+Run: ``rooflab run --suite gemm``, or
+    >>> import rooflab; v = rooflab.registry.best_variant("gemm", "cpu")
     >>> A, B = v.inputs({"M": 7, "N": 13, "K": 5}, "float32"); C = v(A, B)
 """
 
@@ -178,8 +178,6 @@ def check_operands(name: str, A, B, bias=None, dtypes=DTYPES, out=None) -> tuple
 
 # ---- the suite ---------------------------------------------------------------------------------
 
-# Largest FLOP count per call each rung is timed at (the slow rungs would take minutes at n=4096).
-MAX_FLOPS = {1: 3e8, 2: 3e9, 3: 2e10}
 QUICK_SQUARE = (128, 1024)
 QUICK_MODEL = ("bert-base-s128-b1 intermediate (FFN1)", "gpt2-decode mlp.c_proj")
 
@@ -196,21 +194,21 @@ def cases(quick: bool = False, threads: list[int] | None = None, device: str = "
     """Every (variant, shape, dtype, threads) the suite verifies and times.
 
     The single-threaded rungs run at the smallest thread count only; the library and the
-    multi-threaded rungs at every count. Slow rungs stop at MAX_FLOPS per call."""
+    multi-threaded rungs (role "threaded") at every count. Slow rungs stop at their ``max_flops``
+    per call (the naive loop at n=4096 would take minutes)."""
     from ...registry import list_variants
 
     threads = sorted(set(threads or [1]))
     dtypes = ("float32",) if quick else DTYPES
     out = []
     for v in list_variants(family=FAMILY, device=device):
-        single = v.number not in (0, None) and not v.name.endswith("multithreaded")
-        for t in threads[:1] if single else threads:
+        for t in threads if "threaded" in v.roles else threads[:1]:
             for dt in dtypes:
                 if v.dtypes and dt not in v.dtypes:
                     continue
                 for name, s in shapes(quick):
                     flops = 2.0 * s["M"] * s["N"] * s["K"]
-                    if flops > MAX_FLOPS.get(v.number, float("inf")):
+                    if v.max_flops is not None and flops > v.max_flops:
                         continue
                     out.append(
                         Case(

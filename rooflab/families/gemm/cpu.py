@@ -18,6 +18,9 @@ Run: ``python -m pytest -q tests/test_gemm_cpu.py``; ``rooflab run --suite gemm`
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import numpy as np
 
 from ...kernels.cpu import gemm as K
@@ -71,45 +74,79 @@ def _make(name: str, into, threaded: bool):
     return kernel
 
 
-def _numpy_into(A, B, C):
-    np.matmul(A, B, out=C)
+def _numpy_into(A, B, C, threads):
+    np.matmul(A, B, out=C)  # BLAS's pool is sized by the driver's thread control (threadpoolctl)
+
+
+class Rung(NamedTuple):
+    """One rung of the CPU ladder: a new rung is one entry of RUNGS (plus its kernel and test)."""
+
+    number: int
+    tech: str  # the technique it adds: the name's suffix
+    into: Callable  # into(A, B, C[, threads]) fills C
+    description: str
+    threaded: bool = False  # takes a thread count (timed at every count of the suite)
+    model_op: bool = False  # model-op placement runs gemm ops through it (the library-class rungs)
+    best: bool = False  # the best own rung: what the placement and conv's im2col use beside BLAS
+    max_flops: float | None = None  # the suite times it only up to this many FLOPs per call
 
 
 _TILE = "x".join(map(str, K.TILE["float32"])) + " FP32 / " + "x".join(map(str, K.TILE["float64"])) + " FP64"
 RUNGS = [
-    (0, "numpy-blas", _numpy_into, False, f"numpy.matmul -> {blas_name()} (the library)"),
-    (1, "naive", K.gemm_naive_into, False, "i-j-k triple loop (inner loop strides down a column of B)"),
-    (2, "loop-order", K.gemm_ikj_into, False, "i-k-j loop order: unit-stride inner loop C[i,:] += A[i,p]*B[p,:]"),
-    (3, "cache-blocked", K.gemm_blocked_into, False, "i-k-j on 256x256 blocks of B kept in L2"),
-    (
+    Rung(0, "numpy-blas", _numpy_into, f"numpy.matmul -> {blas_name()} (the library)", threaded=True, model_op=True),
+    Rung(1, "naive", K.gemm_naive_into, "i-j-k triple loop (inner loop strides down a column of B)", max_flops=3e8),
+    Rung(
+        2,
+        "loop-order",
+        K.gemm_ikj_into,
+        "i-k-j loop order: unit-stride inner loop C[i,:] += A[i,p]*B[p,:]",
+        max_flops=3e9,
+    ),
+    Rung(3, "cache-blocked", K.gemm_blocked_into, "i-k-j on 256x256 blocks of B kept in L2", max_flops=2e10),
+    Rung(
         4,
         "packed-panels",
         K.gemm_packed,
-        False,
         f"BLIS loop nest with packed A/B panels and a {_TILE} register tile in explicit "
         f"{simd.BITS}-bit SIMD (skinny M streams B)",
+        model_op=True,
     ),
-    (5, "multithreaded", K.gemm_packed, True, "04 split over blocks of C with prange, private packing buffers"),
+    Rung(
+        5,
+        "multithreaded",
+        K.gemm_packed,
+        "04 split over blocks of C with prange, private packing buffers",
+        threaded=True,
+        model_op=True,
+        best=True,
+    ),
 ]
 
-VARIANTS = {}
-for number, tech, into, threaded, desc in RUNGS:
-    name = f"cpu.{FAMILY}.{number:02d}-{tech}"
-    VARIANTS[number] = register(
-        Variant(
-            name=name,
-            family=FAMILY,
-            device="cpu",
-            number=number,
-            description=desc,
-            kernel=_make(name, into, threaded),
-            reference=reference,
-            work=work,
-            inputs=inputs,
-            result_dtype=result_dtype,
-            op="gemm" if number in (0, 4, 5) else None,  # model ops: the library and the library-class rungs
-            dtypes=DTYPES,
-        )
-    )
 
-BEST = VARIANTS[5]  # the best own variant (what the model-op placement uses beside BLAS)
+def register_rungs(rungs) -> dict:
+    """Register each rung as a variant (its roles from its flags); {number: Variant}."""
+    out = {}
+    for r in rungs:
+        name = f"cpu.{FAMILY}.{r.number:02d}-{r.tech}"
+        out[r.number] = register(
+            Variant(
+                name=name,
+                family=FAMILY,
+                device="cpu",
+                number=r.number,
+                description=r.description,
+                kernel=_make(name, r.into, r.threaded),
+                reference=reference,
+                work=work,
+                inputs=inputs,
+                result_dtype=result_dtype,
+                op="gemm" if r.model_op else None,
+                dtypes=DTYPES,
+                roles=(("best",) if r.best else ()) + (("threaded",) if r.threaded else ()),
+                max_flops=r.max_flops,
+            )
+        )
+    return out
+
+
+VARIANTS = register_rungs(RUNGS)
