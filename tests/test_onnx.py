@@ -246,3 +246,33 @@ def test_new_kinds_run_through_numpy_and_match_float64(kind):
     rec = driver.measure(v, v.inputs(op["shape"], np.float32), reps=1)
     assert rec.status == "ok", rec.error
     assert rec.work["launches"] >= 1
+
+
+def test_graph_ops_are_variants_and_a_dropped_pass_is_caught():
+    """The graph family's one thing to run is the Variant (no second call object beside it): every
+    OPS row is variant 0 of its kind on both devices, its declared dispatches are the passes it
+    makes, and the same variant with one pass of its sequence dropped fails verification."""
+    import dataclasses
+
+    import rooflab
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
+    from rooflab.families import graph
+
+    names = {v.op: v for v in rooflab.list_variants(family="graph", device="cpu")}
+    assert set(names) == set(graph.OPS) == {v.op for v in rooflab.list_variants(family="graph", device="cuda")}
+    v = names["sigmoid"]
+    (i,) = v.inputs({"numel": 512}, np.float32, seed=2)
+    assert v.work(i, reps=3).launches == 3 * graph.OPS["sigmoid"][0] == 12
+
+    def three_passes(i, reps=1, threads=None):  # the +1 pass forgotten
+        xp = i.xp
+        xp.negative(i.x, out=i.y)
+        xp.exp(i.y, out=i.y)
+        return xp.reciprocal(i.y, out=i.y)
+
+    driver = Driver(cpu_backend(probe=False), Settings(budget_s=0.0, min_samples=1, max_attempts=1))
+    assert driver.measure(v, v.inputs({"numel": 512}, np.float32), reps=1).status == "ok"
+    wrong = dataclasses.replace(v, name="cpu.graph.sigmoid.wrong", kernel=three_passes)
+    rec = driver.measure(wrong, wrong.inputs({"numel": 512}, np.float32), reps=1)
+    assert rec.status == "failed" and not rec.verified
