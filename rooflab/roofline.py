@@ -162,7 +162,9 @@ def best_of_passes(points) -> list[dict]:
 
 
 def order_violations(ceilings: list[dict]) -> list[str]:
-    """A slower (farther) level measuring above a faster one is a measurement problem: flag both."""
+    """A slower (farther) level measuring above a faster one is a measurement problem: flag both.
+    Every pair counts, not only neighbours: with L1 low from noise, L3 above L1 is flagged even where
+    L2 sits above both."""
     notes = []
     order = {name: i for i, name in enumerate(Roofline.LEVEL_ORDER)}
     groups: dict = {}
@@ -171,8 +173,10 @@ def order_violations(ceilings: list[dict]) -> list[str]:
             groups.setdefault((c["threads"], c.get("kernel")), []).append(c)
     for cs in groups.values():
         cs = sorted(cs, key=lambda c: order.get(c["level"], 99))
-        for near, far in zip(cs, cs[1:]):
-            if far["value"] > near["value"] * 1.02:
+        for i, near in enumerate(cs):
+            for far in cs[i + 1 :]:
+                if far["level"] == near["level"] or far["value"] <= near["value"] * 1.02:
+                    continue
                 for c in (near, far):
                     c["noisy"] = True
                     c["order_violation"] = True

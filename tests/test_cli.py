@@ -117,26 +117,26 @@ def test_interrupted_run_keeps_what_it_measured(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_no_ceiling_above_105_percent_of_theoretical_unless_flagged(quick_result):
     """A real run: every compute ceiling within 105 % of its theoretical peak at the run's best
-    clock, or flagged as disturbed; every slower memory level at or below the faster one, or flagged."""
+    clock, or flagged as disturbed. The order of the memory levels is the run's own to flag (a busy
+    neighbour can put L3 above L2 on a shared VM): every slower level measured above a faster one
+    carries the run's flag on both and a note, whatever the figures came out as."""
     d = load(quick_result)
     compute = [c for c in d["ceilings"] if c["kind"] == "compute"]
     assert compute and all("theoretical" in c for c in compute)
     for c in compute:
         assert c["fraction_of_theoretical"] <= 1.05 or c["noisy"], c
     order = ("L1", "L2", "L3", "DRAM")
-    for c in d["ceilings"]:
-        if c["kind"] == "bandwidth" and c["level"] in order:
-            farther = [
-                o
-                for o in d["ceilings"]
-                if o["kind"] == "bandwidth"
-                and o.get("kernel") == c.get("kernel")
-                and o["threads"] == c["threads"]
-                and o["level"] in order
-                and order.index(o["level"]) > order.index(c["level"])
-            ]
-            for o in farther:
-                assert o["value"] <= c["value"] * 1.02 or (o["noisy"] and c["noisy"]), (c["name"], o["name"])
+    bw = [c for c in d["ceilings"] if c["kind"] == "bandwidth" and c["level"] in order]
+    assert {c["level"] for c in bw} >= {"L1"}
+    for c in bw:
+        for o in bw:
+            same = o.get("kernel") == c.get("kernel") and o["threads"] == c["threads"]
+            if same and order.index(o["level"]) > order.index(c["level"]) and o["value"] > c["value"] * 1.02:
+                assert o.get("order_violation") and c.get("order_violation") and o["noisy"] and c["noisy"], (
+                    c["name"],
+                    o["name"],
+                )
+                assert any(o["name"] in n and c["name"] in n for n in d["notes"]), (c["name"], o["name"])
 
 
 def test_unwritable_out_and_impossible_working_set_are_refused_before_anything_is_written(tmp_path):

@@ -4,8 +4,8 @@ kernels (flipped filter, lost padding, a Winograd transcription slip, an output 
 declared F(4x4,3x3) tolerance), bad input naming its constraint, algorithms refusing shapes they do
 not apply to, declared work, shapes and the suite.
 
-Compile cost: the numba kernels are cached on disk (cache=True; the blocked direct kernel is generated
-into ~/.cache/rooflab/numba-gen). A cold cache costs ~2-3 min for this file on 2 busy cores, mostly
+Compile cost: the numba kernels are cached on disk (cache=True; the blocked direct kernels are
+generated once and checked in, kernels/cpu/conv_direct.py). A cold cache costs ~2-3 min for this file on 2 busy cores, mostly
 Winograd F(4x4) (~30 s), the blocked 1x1 and runtime-tap kernels and the float64 builds (~10-20 s
 each): those cases are marked slow.
 
@@ -157,6 +157,28 @@ def test_variant_matches_reference_float64(name):
 @pytest.mark.slow
 def test_winograd_f4x4_float64():
     _run_and_check("cpu.conv.06-winograd-f4x4-3x3", F.shape(2, 8, 9, 10, 16, 3, pad=1), "float64")
+
+
+def test_blocked_kernels_are_checked_in_and_match_their_generator():
+    """The blocked direct kernels are module functions of the package (nothing is generated into the
+    user's cache at run time), and the checked-in text is what the generator writes today."""
+    import inspect
+    from pathlib import Path
+
+    from rooflab.kernels.cpu import conv as kc
+    from rooflab.kernels.cpu import conv_direct
+
+    for R, name in ((3, "direct_8x2v_r3"), (1, "direct_8x2v_r1"), (5, "direct_8x2v_rt"), (0, "direct_8x2v_rt")):
+        kern = kc.direct_kernel(8, 2, 16, R, R)
+        assert kern is getattr(conv_direct, name)
+        assert Path(inspect.getsourcefile(kern.py_func)) == Path(conv_direct.__file__)
+    assert kc.direct_kernel(8, 2, 16, 3, 2) is conv_direct.direct_8x2v_rt  # non-square: runtime taps
+    text = inspect.getsource(conv_direct)
+    assert text.rstrip("\n").endswith(conv_direct.generated_source().rstrip("\n")), (
+        "regenerate with: python -m rooflab.kernels.cpu.conv_direct"
+    )
+    with pytest.raises(ValueError, match="conv_direct.TILES"):
+        kc.direct_kernel(4, 3, 16, 3, 3)
 
 
 def test_public_call_and_repetitions():

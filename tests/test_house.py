@@ -187,3 +187,16 @@ def test_a_test_of_a_real_run_without_the_slow_mark_is_refused(tmp_path):
     assert "test_unmarked.py::test_x" in line and "test_marked" not in line
     good = subprocess.run([*args, str(tmp_path / "test_marked.py")], capture_output=True, text=True, cwd=tmp_path)
     assert good.returncode == 0, good.stdout + good.stderr
+
+
+def test_ruff_is_one_version_in_ci_and_in_pre_commit():
+    """CI installs the dev extra's ruff, pre-commit runs its hook's rev: the same pinned version, so a
+    file formatted locally passes CI's `ruff format --check` (formatters change between versions)."""
+    import re
+
+    dev = re.search(r"^dev = \[(.*?)^\]", (ROOT / "pyproject.toml").read_text(), re.M | re.S).group(1)
+    (pin,) = re.findall(r'"(ruff\b[^"]*)"', dev)
+    m = re.fullmatch(r"ruff==(\d+\.\d+\.\d+)", pin.split(";")[0].strip())
+    assert m, f"pyproject's dev extra pins ruff to one version (ruff==X.Y.Z), got {pin!r}"
+    hook = re.search(r"ruff-pre-commit\s*\n\s*rev:\s*v?(\S+)", (ROOT / ".pre-commit-config.yaml").read_text())
+    assert hook and hook.group(1) == m.group(1), (hook and hook.group(1), m.group(1))

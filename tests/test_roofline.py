@@ -158,3 +158,20 @@ def test_a_sweep_point_streaming_dram_faster_than_the_update_roof_flags_both():
     assert roofs[1]["noisy"] and roofs[1]["beaten_by_sweep"] == pytest.approx(93.4)
     assert sweep[0]["noisy"] and sweep[0]["above_dram_roof"] == pytest.approx(93.4 / 54)
     assert not roofs[0]["noisy"] and not any(p.get("noisy") for p in sweep[1:])
+
+
+def _bw(level, value, threads=1, kernel="triad"):
+    return {"name": f"{level} {kernel} {threads}T", "kind": "bandwidth", "level": level, "kernel": kernel,
+            "threads": threads, "value": value, "noisy": False}  # fmt: skip
+
+
+def test_a_slower_level_above_any_faster_one_is_flagged_on_both():
+    """Neighbours and non-neighbours alike: L1 low from noise with L2 above both L1 and L3, L3 above L1."""
+    cs = [_bw("L1", 100.0), _bw("L2", 110.0), _bw("L3", 104.0), _bw("DRAM", 20.0), _bw("L1", 300.0, threads=2)]
+    notes = roofline.order_violations(cs)
+    flagged = {c["name"] for c in cs if c.get("order_violation")}
+    assert flagged == {"L1 triad 1T", "L2 triad 1T", "L3 triad 1T"}  # L3 > 1.02 x L1: not only L2 > L1
+    assert all(c["noisy"] for c in cs if c["name"] in flagged) and not cs[3]["noisy"] and not cs[4]["noisy"]
+    assert len(notes) == 2 and any("L3 triad 1T" in n and "L1 triad 1T" in n for n in notes)
+    ordered = [_bw("L1", 100.0), _bw("L2", 101.0), _bw("L3", 50.0)]  # within 2 %: not a violation
+    assert roofline.order_violations(ordered) == [] and not any(c["noisy"] for c in ordered)

@@ -125,13 +125,6 @@ register(
 # ---- GPU: device memory and L2 ----
 
 
-def filled(n, value):
-    cp = kn.cp()
-    a = cp.empty(n + (n & 1), dtype=cp.float64)
-    a.fill(value)
-    return a
-
-
 def _reduce(a, partial, reps, function):
     """One launch; each block writes its partial sum to ``partial`` (allocated with the inputs, so
     nothing is allocated or reduced inside the timed region)."""

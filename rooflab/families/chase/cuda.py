@@ -18,7 +18,7 @@ Sizes (``size``): bytes (int), or a dict {"bytes": B} or {"l2": f} (f x cudaDevA
 resolved on the device), with optional "stride" (default 128, a multiple of 8).
 Napkin math: ~20 ns L1, ~100-150 ns L2, ~600 ns HBM on H100/H200-class parts; 2^18 HBM hops last
 ~0.16 s, so a sample is one launch.
-Run: ``rooflab run --device cuda --suite chase`` (once wired), or
+Run: ``rooflab run --device cuda --suite chase``, or
 ``python -m pytest tests/test_cuda_families_gpu.py -k chase`` on a GPU machine.
 """
 

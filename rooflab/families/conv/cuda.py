@@ -35,7 +35,7 @@ convolution output near zero is a sum of large terms: its error scales with the 
 itself). Winograd F(4x4,3x3) is declared 10x looser (its transform constants up to 8 amplify
 rounding: ~1e-5 of max|y| measured in FP32 on the host, 1.4e-5 in ../shared/research/model-ops.md).
 
-Run: ``rooflab run --device cuda --suite conv`` (once wired), or
+Run: ``rooflab run --device cuda --suite conv``, or
 ``python -m pytest tests/test_cuda_families_gpu.py -k conv`` on a GPU machine.
 """
 

@@ -29,7 +29,7 @@ scale(x, out, s=...), relu/gelu(x, out), batchnorm(x, scale, shift, out), softma
 last axis, layernorm(x, gamma, beta, out, eps=1e-5) over the last axis, bias_gelu_add(x, bias,
 res, out), bn-add-relu(x, scale, shift, res, out). ``v.inputs(shape)`` takes the op shape of
 rooflab/models/ops.py ({"numel"}, {"N","C","H","W"}, {"rows","cols"}).
-Run: ``rooflab run --device cuda --suite elementwise`` (once wired), or
+Run: ``rooflab run --device cuda --suite elementwise``, or
 ``python -m pytest tests/test_cuda_families_gpu.py -k elementwise`` on a GPU machine.
 """
 

@@ -20,7 +20,7 @@ with params {"count": False} and verify with verify_params {"count": True}.
 Figures: Work.launches is the number of launches (graph nodes) per call, so the driver's
 ``ns_per_launch`` is the per-launch cost. Published for H100-class parts through Python: ~2.5 us per
 back-to-back launch, ~3 us for a raw cuLaunchKernel, ~1-2 us per graph node.
-Run: ``rooflab run --device cuda --suite launch`` (once wired), or
+Run: ``rooflab run --device cuda --suite launch``, or
 ``python -m pytest tests/test_cuda_families_gpu.py -k launch`` on a GPU machine.
 """
 

@@ -16,7 +16,7 @@ Declared work: the bytes copied (read and written once each side: Work.bytes_rea
 not counted twice; bandwidth = n / t as nvbandwidth reports it).
 Napkin math: PCIe 5.0 x16 ~ 55-64 GB/s in each direction pinned (H200 SXM: NVLink-C2C only on Grace
 systems, ~450 GB/s); 4 KiB takes ~10 us of fixed cost, so the small end is a latency.
-Run: ``rooflab run --device cuda --suite transfer`` (once wired), or
+Run: ``rooflab run --device cuda --suite transfer``, or
 ``python -m pytest tests/test_cuda_families_gpu.py -k transfer`` on a GPU machine.
 """
 
