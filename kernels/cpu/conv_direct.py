@@ -46,17 +46,19 @@ def direct_source(KB: int, NV: int, R: int) -> str:
         f"def {kernel_name(KB, NV, R)}(xp, wp, y, toff, N, C, K, groups, P, Q, Ws, CPL, nkb, nstr):",
         f'{i1}"""Wide rows of y, {KB} output channels x {NV} vectors a tile, '
         + (f'{R}x{R} taps unrolled."""' if spec else 'taps from toff at run time."""'),
-        f"{i1}L = vlanes(xp)",
         f"{i1}Cg = C // groups",
         f"{i1}Kg = K // groups",
         f"{i1}RS = toff.size",
-        f"{i1}T = {NV} * L",
         f"{i1}WSTEP = RS * {KB}",
     ]
     if spec:
         out += [f"{i1}o{t} = toff[{t}]" for t in range(RS)]
     out += [
         f"{i1}for it in prange(N * groups * nkb):",
+        # the lanes inside the parallel body: a name set outside it reaches the body as a run-time
+        # argument (numba's parfor outlining), so the offsets v * L would not fold to constants
+        f"{i2}L = vlanes(xp)",
+        f"{i2}T = {NV} * L",
         f"{i2}n = it // (groups * nkb)",
         f"{i2}rem = it - n * (groups * nkb)",
         f"{i2}g = rem // nkb",
@@ -127,14 +129,14 @@ _USED = (np, njit, prange, vbcast, vfma, vlanes, vload, vstore, vzero)
 @njit(fastmath=True, parallel=True, cache=True, boundscheck=False)
 def direct_8x2v_r1(xp, wp, y, toff, N, C, K, groups, P, Q, Ws, CPL, nkb, nstr):
     """Wide rows of y, 8 output channels x 2 vectors a tile, 1x1 taps unrolled."""
-    L = vlanes(xp)
     Cg = C // groups
     Kg = K // groups
     RS = toff.size
-    T = 2 * L
     WSTEP = RS * 8
     o0 = toff[0]
     for it in prange(N * groups * nkb):
+        L = vlanes(xp)
+        T = 2 * L
         n = it // (groups * nkb)
         rem = it - n * (groups * nkb)
         g = rem // nkb
@@ -220,17 +222,17 @@ def direct_8x2v_r1(xp, wp, y, toff, N, C, K, groups, P, Q, Ws, CPL, nkb, nstr):
 @njit(fastmath=True, parallel=True, cache=True, boundscheck=False)
 def direct_8x2v_r2(xp, wp, y, toff, N, C, K, groups, P, Q, Ws, CPL, nkb, nstr):
     """Wide rows of y, 8 output channels x 2 vectors a tile, 2x2 taps unrolled."""
-    L = vlanes(xp)
     Cg = C // groups
     Kg = K // groups
     RS = toff.size
-    T = 2 * L
     WSTEP = RS * 8
     o0 = toff[0]
     o1 = toff[1]
     o2 = toff[2]
     o3 = toff[3]
     for it in prange(N * groups * nkb):
+        L = vlanes(xp)
+        T = 2 * L
         n = it // (groups * nkb)
         rem = it - n * (groups * nkb)
         g = rem // nkb
@@ -394,11 +396,9 @@ def direct_8x2v_r2(xp, wp, y, toff, N, C, K, groups, P, Q, Ws, CPL, nkb, nstr):
 @njit(fastmath=True, parallel=True, cache=True, boundscheck=False)
 def direct_8x2v_r3(xp, wp, y, toff, N, C, K, groups, P, Q, Ws, CPL, nkb, nstr):
     """Wide rows of y, 8 output channels x 2 vectors a tile, 3x3 taps unrolled."""
-    L = vlanes(xp)
     Cg = C // groups
     Kg = K // groups
     RS = toff.size
-    T = 2 * L
     WSTEP = RS * 8
     o0 = toff[0]
     o1 = toff[1]
@@ -410,6 +410,8 @@ def direct_8x2v_r3(xp, wp, y, toff, N, C, K, groups, P, Q, Ws, CPL, nkb, nstr):
     o7 = toff[7]
     o8 = toff[8]
     for it in prange(N * groups * nkb):
+        L = vlanes(xp)
+        T = 2 * L
         n = it // (groups * nkb)
         rem = it - n * (groups * nkb)
         g = rem // nkb
@@ -703,13 +705,13 @@ def direct_8x2v_r3(xp, wp, y, toff, N, C, K, groups, P, Q, Ws, CPL, nkb, nstr):
 @njit(fastmath=True, parallel=True, cache=True, boundscheck=False)
 def direct_8x2v_rt(xp, wp, y, toff, N, C, K, groups, P, Q, Ws, CPL, nkb, nstr):
     """Wide rows of y, 8 output channels x 2 vectors a tile, taps from toff at run time."""
-    L = vlanes(xp)
     Cg = C // groups
     Kg = K // groups
     RS = toff.size
-    T = 2 * L
     WSTEP = RS * 8
     for it in prange(N * groups * nkb):
+        L = vlanes(xp)
+        T = 2 * L
         n = it // (groups * nkb)
         rem = it - n * (groups * nkb)
         g = rem // nkb
