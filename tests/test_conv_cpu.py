@@ -142,7 +142,13 @@ def test_variant_matches_reference_nhwc(name, s):
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(n, marks=[pytest.mark.slow] if n.endswith(("02-direct-blocked-simd", "winograd-f2x2-3x3")) else [])
+        # own float64 builds cost 10-35 s each with a cold cache (depthwise: every NCHW path again)
+        pytest.param(
+            n,
+            marks=[pytest.mark.slow]
+            if n.endswith(("02-direct-blocked-simd", "winograd-f2x2-3x3", "03-direct-depthwise"))
+            else [],
+        )
         for n in NAMES
         if not n.endswith(("01-direct-naive", "04-im2col-own-gemm", *SLOW_VARIANTS))
     ],

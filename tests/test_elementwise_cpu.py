@@ -31,6 +31,16 @@ SIZES = {
 }
 
 
+# (dtype, threads): float64 at more than one thread builds every parallel kernel a second time (5-20 s
+# each with a cold numba cache, the bulk of this file's cold cost) where float32 in parallel and float64
+# serially already take each path: those pairs run in CI, with the slow set
+DT_THREADS = [
+    pytest.param(dt, t, marks=[pytest.mark.slow] if dt is np.float64 and t > 1 else [], id=f"{t}-{np.dtype(dt).name}")
+    for t in THREADS
+    for dt in (np.float32, np.float64)
+]
+
+
 def variants(kind):
     return [v for v in rooflab.list_variants(family="elementwise", device="cpu") if v.name.split(".")[2] == kind]
 
@@ -61,8 +71,7 @@ def paths(monkeypatch):
 
 
 @pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("dtype,threads", DT_THREADS)
 def test_op_variants_match_reference(kind, dtype, threads, paths):
     paths(threads)
     for v in variants(kind):
@@ -82,8 +91,7 @@ STREAM_SIZES = {  # rows, planes and pixels of 203 elements: each starts at anot
 
 
 @pytest.mark.parametrize("kind", ["add", "scale", "relu", "batchnorm", "batchnorm NHWC", "layernorm"])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("dtype,threads", DT_THREADS)
 def test_streaming_stores_match_at_every_offset_and_in_place(kind, dtype, threads, paths):
     """stream=True (non-temporal stores, what a DRAM-size output gets): outputs starting 0-17
     elements past a vector boundary exercise the scalar head, the aligned body and the tail (for
@@ -153,7 +161,7 @@ NAN_PARAMS = {
 
 
 @pytest.mark.parametrize("kind", OPS)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])  # see DT_THREADS
 def test_a_nan_in_the_input_gives_numpys_nans(kind, dtype, paths):
     """numpy's maximum and exp propagate NaN, LLVM's maxnum does not: relu(NaN) came out 0 and a
     softmax row holding a NaN came out finite. On every path (parallel, streaming stores, long
@@ -185,8 +193,7 @@ def test_a_nan_in_a_chain_input_survives_fusion(chain, paths):
 
 
 @pytest.mark.parametrize("chain", F.CHAINS)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("dtype,threads", DT_THREADS)
 def test_chain_variants_match_reference(chain, dtype, threads, paths):
     paths(threads)
     size = {"rows": 5, "cols": 37} if chain == "bias_gelu_add" else {"N": 2, "C": 3, "H": 5, "W": 7}
