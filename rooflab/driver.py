@@ -247,6 +247,8 @@ class Driver:
         ]
         if self.backend.after_verify:
             rec.meta.update(self.backend.after_verify(variant, inputs) or {})
+        if variant.after_run:  # what the kernel measured on the chip (SM clock, ns per hop)
+            rec.meta.update(_jsonable(variant.after_run(*inputs) or {}))
         return rec
 
     def _time(self, variant, inputs, params, threads, reps, target, budget, nmin, cvmax, attempts_max, flush=None):

@@ -58,6 +58,7 @@ class Variant:
     op: str | None = None  # model-op kind this variant executes (inputs then take op shapes)
     dtypes: tuple = ()  # dtypes it accepts (empty: any the family declares)
     tolerance: str = "default"  # column of rooflab.verify.TOLERANCES its results are held to
+    after_run: Callable | None = None  # after_run(*inputs) -> dict: what the kernel measured on the chip
 
     def __call__(self, *arrays, **params):
         return self.kernel(*arrays, **{**self.defaults, **params})

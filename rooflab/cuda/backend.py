@@ -385,27 +385,17 @@ def describe_all() -> dict:
 
 
 def driver_backend():
-    """The GPU backend of the one driver: CUDA events per sample, launches enqueued for
-    ``target_s`` per sample (calibrated from one timed launch), the SM clock the compute
-    kernels measured on the chip during their last launch (``sm_clock``), and the ns and cycles
-    per hop the pointer chase timed on the chip (``chase_latency``, with its ``chase_bytes``)."""
+    """The GPU backend of the one driver: CUDA events per sample, repetitions calibrated so that one
+    sample lasts ``target_s`` (rooflab.cuda.timing.repeats_for). What a kernel measured on the chip
+    itself (the SM clock, the pointer chase's ns per hop) comes from the variant's own ``after_run``
+    hook, never from a switch on family names here."""
     from ..driver import Backend
-    from . import knobs
     from . import timing as gtime
 
     def timer(call, budget_s, min_samples, flush=None):
         return gtime.time_gpu(call, budget_s=budget_s, min_samples=min_samples, flush=flush).seconds
 
     def calibrate(make_call, target_s):
-        return gtime.repeats_for(make_call(1), target_s)
+        return gtime.repeats_for(make_call, target_s)
 
-    def after(variant, inputs):
-        if variant.family in ("fma", "tensor") and len(inputs) > 1:
-            return {"sm_clock": knobs.measured_clock(inputs[1])}
-        if variant.family == "chase" and len(inputs) > 1:  # the hops the kernel timed on the chip
-            from ..families.chase.cuda import measured_latency
-
-            return {"chase_latency": measured_latency(inputs[1]), "chase_bytes": int(inputs[0].nbytes)}
-        return None
-
-    return Backend(device="cuda", timer=timer, calibrate=calibrate, after_verify=after)
+    return Backend(device="cuda", timer=timer, calibrate=calibrate)
