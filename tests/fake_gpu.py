@@ -26,8 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-
-REFUSED = "Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a NumPy array explicitly."  # cupy's own words (cupy/_core/core.pyx __array__)
+# cupy's own words (cupy/_core/core.pyx __array__)
+REFUSED = (
+    "Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a NumPy array explicitly."
+)
 _CUPY_NDARRAY_ATTRS: set = set()  # what the real cupy.ndarray offers (FakeGPU.install fills it)
 _CUPY_GENERATOR_ATTRS: set = set()  # what the real cupy.random.Generator offers
 
