@@ -507,14 +507,15 @@ class _RawModule:
 class FakeGPU:
     """Install with ``FakeGPU(monkeypatch).install()``: a 4-SM sm_90 device with 4 MiB of L2."""
 
-    def __init__(self, monkeypatch, free_bytes=128 << 20, failing=(), wrong=()):
+    def __init__(self, monkeypatch, free_bytes=128 << 20, failing=(), wrong=(), compile=True):
         import cupy as real_cupy
         from cupy.cuda import nvrtc  # the real NVRTC: kernels really compile
 
         _CUPY_NDARRAY_ATTRS.update(dir(real_cupy.ndarray))  # the stand-in offers no more than cupy
         _CUPY_GENERATOR_ATTRS.update(dir(real_cupy.random.Generator))
 
-        nvrtc.getVersion()  # load libnvrtc now, through the real cupy, before the stand-in replaces it
+        if compile:  # compile=False: tests of host-side code that builds no kernel need no NVRTC
+            nvrtc.getVersion()  # load libnvrtc now, through the real cupy, before the stand-in replaces it
         self.mp, self.nvrtc, self.free, self.failing = monkeypatch, nvrtc, free_bytes, set(failing)
         self.wrong = set(wrong)  # kernels whose emulation is off by a little: the checks must catch them
         self.launched = set()  # emulations used: the suite's declaration must use every one (tests)

@@ -1,0 +1,92 @@
+"""The CPU stand-in for cupy (tests/fake_gpu.py) refuses what cupy refuses, and the GPU-path faults
+that the first reading of the CUDA side found (issue 25) stay fixed:
+
+- stand-in arrays never convert to numpy implicitly (cupy raises TypeError); ``.get()`` and
+  ``cupy.asnumpy`` are the way to the host; a host array mixed into a device expression is refused;
+- its random generator has only the methods cupy's Generator has (no ``permutation``), so
+  ``knobs.patterned`` (every HBM, L2 and copy input) must draw its permutation on the host;
+- ``verify.check`` of a host result against a device reference (device-to-host transfers);
+- GPU calibration: samples fill the target even when the launch dominates one repetition.
+No kernel is compiled here (no NVRTC needed); tests/test_cuda_api.py checks the calls against the
+real cupy."""
+
+import numpy as np
+import pytest
+
+from rooflab.errors import VerificationError
+from tests import fake_gpu
+
+pytest.importorskip("cupy")
+
+
+@pytest.fixture
+def cp(monkeypatch):
+    return fake_gpu.FakeGPU(monkeypatch, compile=False).install()
+
+
+def test_standin_arrays_refuse_implicit_conversion(cp):
+    a = cp.zeros(4)
+    for convert in (np.asarray, np.array, lambda x: np.zeros(4) + x, lambda x: x + np.ones(4)):
+        with pytest.raises(TypeError):
+            convert(a)
+    with pytest.raises(TypeError, match="Unsupported type"):
+        cp.matmul(np.ones((2, 2)), cp.ones((2, 2)))
+    assert isinstance(a.get(), np.ndarray) and isinstance(cp.asnumpy(a + 1), np.ndarray)
+    assert float((a + 2).sum()) == 8.0 and isinstance(a.max(), cp.ndarray)  # reductions stay on the device
+    with pytest.raises(AttributeError):
+        a.ctypes  # noqa: B018  (cupy arrays have no .ctypes)
+
+
+def test_standin_generator_has_only_cupys_methods(cp):
+    rng = cp.random.default_rng(0)
+    assert rng.random(3).shape == (3,) and rng.standard_normal((2, 2), dtype=np.float32).dtype == np.float32
+    with pytest.raises(AttributeError):
+        rng.permutation(10)
+    with pytest.raises(AttributeError):
+        rng.choice(10)
+
+
+def test_patterned_inputs_build_on_the_device(cp):
+    """Every GPU stream, L2 and copy input; before issue 25 it called Generator.permutation."""
+    from rooflab.cuda import knobs
+
+    a = knobs.patterned(3000, seed=1)
+    host = a.get()
+    assert isinstance(a, cp.ndarray) and a.shape == (3000,)
+    k = np.round((host[:1024] - 1.0) * 1024).astype(int)
+    assert sorted(k) == list(range(1024)) and np.array_equal(host[1024:2048], host[:1024])
+
+
+def test_check_of_a_host_result_against_a_device_reference(cp):
+    """A device-to-host transfer: the result is numpy, the reference a device array."""
+    from rooflab.verify import check
+
+    ref = cp.asarray(np.linspace(1, 2, 64))
+    assert check(ref.get(), ref)["elements"] == 64
+    assert check(ref, ref.get())["elements"] == 64  # and a device result against a host reference
+    wrong = ref.get()
+    wrong[5] += 0.5
+    with pytest.raises(VerificationError, match=r"\(5,\)"):
+        check(wrong, ref)
+    with pytest.raises(VerificationError, match="non-finite mismatch"):
+        check(cp.zeros(3), np.nan)  # a scalar closed form on the device
+
+
+def test_gpu_calibration_fills_the_target_when_the_launch_dominates(monkeypatch):
+    """A kernel looping ``reps`` times inside one launch: 20 us of launch + 0.1 us per rep. Timing
+    reps=1 once gave 0.01 / 20.1e-6 = 497 reps: samples of 70 us for a 10 ms target."""
+    from rooflab.cuda import backend
+    from rooflab.cuda import timing as gtime
+    from rooflab.timing import Samples
+
+    def fake_time_gpu(fn, **_):
+        return Samples(seconds=[20e-6 + fn.reps * 1e-7] * 3)
+
+    class Call:
+        def __init__(self, reps):
+            self.reps = reps
+
+    monkeypatch.setattr(gtime, "time_gpu", fake_time_gpu)
+    target = 0.01
+    reps = backend.driver_backend().calibrate(Call, target)
+    assert 0.9 * target <= 20e-6 + reps * 1e-7 <= 1.1 * target
