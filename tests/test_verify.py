@@ -109,3 +109,34 @@ def test_check_in_chunks_finds_the_worst_element_and_accepts_scalars(monkeypatch
         check(got, 1.0, dtype=np.float64)  # closed form: every element should be 1
     assert "2 of 10000 elements" in str(e.value) and "(7777,)" in str(e.value) and "3.0" in str(e.value)
     assert check(exp, exp)["elements"] == 10_000
+
+
+def test_interleaved_rounds_keep_every_sample_and_ratio_per_round():
+    """Driver.interleaved: each entry verified, then timed once per round; per-round ratios against
+    the group's base; a wrong kernel gets a failed record and the others still run."""
+    from rooflab import get_variant
+    from rooflab.driver import Entry
+
+    triad, copy = get_variant("cpu.stream.triad"), get_variant("cpu.stream.copy")
+    n = 1 << 14
+    d = Driver(cpu_backend(), Settings(target_s=0.001, probe_clock=False))
+    wrong = wrong_kernels.ALL[0]()
+    entries = [
+        Entry(copy, copy.inputs(n, np.float64), label="copy", group="g"),
+        Entry(triad, triad.inputs(n, np.float64), label="triad", group="g"),
+        Entry(
+            wrong,
+            wrong.inputs(4096, np.float64),
+            label="wrong",
+            group="g",
+            params={"block": 4096} if wrong.family == "ert" else {},
+        ),
+    ]
+    recs = d.interleaved(entries, rounds=4)
+    ok = {r.label: r for r in recs if r.status == "ok"}
+    assert set(ok) == {"copy", "triad"} and [r.label for r in recs if r.status == "failed"] == ["wrong"]
+    for r in ok.values():
+        assert len(r.samples_s) == 4 and r.verified and r.gbps["median"] > 0
+        assert len(r.meta["round_ratios"]) == 4 and r.meta["base"] == "copy"
+    assert ok["copy"].meta["ratio"] == 1.0
+    assert ok["triad"].meta["ratio"] > 0
