@@ -225,7 +225,7 @@ def _run_suite(suite, device, driver, writer, args, threads, max_ws, progress):
         plan = Plan(threads_all=threads, quick=args.quick, max_ws=max_ws, sweep_factor=4.0 if args.quick else 2**0.5)
         run(driver, writer, plan, progress)
     elif device == "cuda" and suite == "ceilings":
-        from .cuda import suite as gpu_suite
+        from . import suite_cuda as gpu_suite
 
         gpu_suite.run(writer, quick=args.quick, progress=progress, budget_s=args.budget)
     elif suite == "models":
