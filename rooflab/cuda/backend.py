@@ -154,10 +154,30 @@ def probe() -> tuple[bool, str]:
     except Exception as e:
         if not _driver_present():
             return False, "no NVIDIA driver on this machine (libcuda.so.1 cannot be loaded)"
+        if "InsufficientDriver" in f"{type(e).__name__} {e}":
+            return False, _old_driver(cupy)
         return False, f"no usable CUDA device ({first_line(e, 160)})"
     if n < 1:
         return False, "no CUDA device"
     return True, f"{n} CUDA device(s)"
+
+
+def _old_driver(cupy) -> str:
+    """The driver is older than the CUDA runtime cupy was built for: both versions, when readable."""
+
+    def version(fn):
+        try:
+            v = int(fn())
+            return f"{v // 1000}.{v % 1000 // 10}"
+        except Exception:
+            return "?"
+
+    rt = cupy.cuda.runtime
+    return (
+        f"the NVIDIA driver (CUDA {version(rt.driverGetVersion)}) is older than the CUDA runtime cupy "
+        f"{cupy.__version__} was built for (CUDA {version(rt.runtimeGetVersion)}): update the driver or "
+        "install the cupy wheel of the driver's CUDA major version"
+    )
 
 
 def _driver_present() -> bool:
