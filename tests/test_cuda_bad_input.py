@@ -31,6 +31,7 @@ def test_no_gpu_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path, why):
     assert not list(tmp_path.rglob("*.json"))
 
 
+@pytest.mark.slow  # a whole (tiny) CPU ceilings run
 def test_device_all_keeps_the_cpu_results(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(backend, "probe", lambda: (False, "no NVIDIA driver on this machine"))
     assert cli.main(["run", "--device", "all", *TINY, "--no-plot", "--out", str(tmp_path)]) == 2
