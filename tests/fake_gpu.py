@@ -146,6 +146,9 @@ class Array(np.lib.mixins.NDArrayOperatorsMixin):
         raise TypeError("the stand-in has no DLPack")
 
 
+Array.__module__ = "cupy"  # as cupy.ndarray's: code that asks type(a).__module__ sees a cupy array
+
+
 def _is_host_array(x) -> bool:
     return isinstance(x, np.ndarray) and x.ndim > 0
 
@@ -504,6 +507,19 @@ class _RawModule:
         return _Kernel(name, self.knobs, self.device)
 
 
+class _DriverModule:
+    """cupy.cuda.function.Module: load_file + get_function (the module-load launch variant)."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def load_file(self, path):
+        self.module = _RawModule(self.device, path)
+
+    def get_function(self, name):
+        return self.module.get_function(name)
+
+
 class FakeGPU:
     """Install with ``FakeGPU(monkeypatch).install()``: a 4-SM sm_90 device with 4 MiB of L2."""
 
@@ -548,6 +564,7 @@ class FakeGPU:
         values = dict(attrs.values())
         runtime = types.SimpleNamespace(
             getDeviceCount=lambda: 1,
+            getDevice=lambda: 0,
             getDeviceProperties=lambda i: self.props(),
             deviceGetAttribute=lambda a, i: values[a],
             driverGetVersion=lambda: 13000,
@@ -566,6 +583,7 @@ class FakeGPU:
             Stream=_Stream,
             get_current_stream=lambda: stream,
             get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3,
+            function=types.SimpleNamespace(Module=lambda: _DriverModule(self)),
         )
         cp = types.ModuleType("cupy")
         cp.__dict__.update(
@@ -603,7 +621,8 @@ class FakeGPU:
     def _matmul(a, b, out=None):
         _refuse_host((a, b, out), "matmul")
         a, b = _unwrap(a), _unwrap(b)
-        r = np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
+        wide = np.complex128 if np.iscomplexobj(a) or np.iscomplexobj(b) else np.float64
+        r = np.matmul(a.astype(wide), b.astype(wide)).astype(np.result_type(a, b))
         if out is not None:
             out[...] = r
             return out
