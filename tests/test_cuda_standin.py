@@ -90,3 +90,23 @@ def test_gpu_calibration_fills_the_target_when_the_launch_dominates(monkeypatch)
     target = 0.01
     reps = backend.driver_backend().calibrate(Call, target)
     assert 0.9 * target <= 20e-6 + reps * 1e-7 <= 1.1 * target
+
+
+def test_what_a_kernel_measured_on_the_chip_comes_from_its_variant():
+    """The GPU backend no longer switches on family names (nor imports a family): the SM clock and
+    the pointer chase's hops come from each variant's ``after_run`` hook."""
+    import inspect
+
+    import rooflab
+    from rooflab.cuda import backend
+
+    assert backend.driver_backend().after_verify is None
+    src = inspect.getsource(backend)
+    assert "families" not in src and "variant.family" not in src
+    clk = np.array([1_900_000, 1_000_000] * 2, dtype=np.uint64)
+    for name in ("cuda.fma.f32", "cuda.fma.f64", "cuda.mma.f16", "cuda.wgmma.bf16"):
+        assert rooflab.get_variant(name).after_run(None, clk)["sm_clock"]["ghz"] == pytest.approx(1.9)
+    out = np.array([5, 2000, 1000, 100], dtype=np.uint64)
+    chain = np.zeros(16, dtype=np.uint64)
+    got = rooflab.get_variant("cuda.chase.01-random-ld-ca").after_run(chain, out, None)
+    assert got["chase_latency"]["ns_per_hop"] == 10.0 and got["chase_bytes"] == 128
