@@ -155,6 +155,8 @@ class Entry:
     threads: int = 1
     reps: int | None = None
     meta: dict = field(default_factory=dict)
+    rotate: tuple = ()  # more input sets (copies of ``inputs``): one sample's calls cycle through all
+    # of them (operands > 2x the last-level cache come from DRAM: "cold"); reps >= the number of sets
 
 
 def _rate(work, seconds: float) -> float:
@@ -340,11 +342,16 @@ class Driver:
                 )
                 rec.verified = True
                 with self.backend.threads(e.threads):
+                    sets = (e.inputs, *e.rotate)
 
-                    def make_call(r, v=v, e=e, params=params):
-                        return lambda: v.kernel(*e.inputs, reps=r, threads=e.threads, **params)
+                    def make_call(r, v=v, e=e, params=params, sets=sets):
+                        if len(sets) == 1:
+                            return lambda: v.kernel(*e.inputs, reps=r, threads=e.threads, **params)
+                        return lambda: [
+                            v.kernel(*sets[i % len(sets)], reps=1, threads=e.threads, **params) for i in range(r)
+                        ]
 
-                    reps = e.reps or self.backend.calibrate(make_call, target)
+                    reps = max(len(sets), e.reps or self.backend.calibrate(make_call, target))
                 live.append((rec, v, e, params, int(reps), make_call(int(reps))))
             except RooflabError as err:
                 rec.status, rec.error = "failed", str(err)
