@@ -6,10 +6,12 @@
 #
 #   stage     limit   file                 stage     limit   file
 #   facts      20 s   facts.json           peers      60 s   peers.json
-#   smoke      70 s   smoke.json           ladder     80 s   ladder.json
-#   run       140 s   run.json             families   60 s   families.json
+#   smoke      60 s   smoke.json           ladder     70 s   ladder.json
+#   run       130 s   run.json             families   60 s   families.json
 #   summary    15 s   summary.txt          (+ device_check.log: everything printed)
-#   sum of limits with nvidia-smi (10 s) and 2 s to kill each stage: 477 s; at most 8 files, flat.
+#   sum of limits with nvidia-smi (10 s), installing rooflab (40 s, only when it is not importable:
+#   `pip install --no-deps --no-build-isolation --no-index -e .`, the image has every dependency)
+#   and 2 s to kill each stage: 477 s; at most 8 files, flat.
 #
 # No compile on the device where it can be helped: kernels come from ROOFLAB_CACHE_DIR, by default
 # build/device-cubins when present (scripts/build_cubins.sh fills it here, with this machine's NVRTC,
@@ -37,6 +39,11 @@ py=${PYTHON:-python3}
 start=$(date +%s)
 echo "== $(date -u +%FT%TZ) rooflab device check on $(hostname) ${rehearse:+(rehearsal on the CPU stand-in)}"
 echo "== kernels from ${ROOFLAB_CACHE_DIR:-the default cache} ($(ls "${ROOFLAB_CACHE_DIR:-/nonexistent}/cuda" 2>/dev/null | grep -c cubin) cubins)"
+if ! "$py" -c "import rooflab.kernels.cuda" 2>/dev/null; then  # kernels/ is packaged as rooflab.kernels
+  echo "== install rooflab (no dependencies, no network)"
+  timeout 40 "$py" -m pip install -q --no-deps --no-build-isolation --no-index -e "$here" ||
+    { echo "device_check: error: rooflab could not be installed from $here"; exec 1>&- 2>&-; wait "$tee_pid"; exit 2; }
+fi
 [ -z "$rehearse" ] && { timeout 10 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,memory.total --format=csv || true; }
 
 rcs=""
@@ -61,10 +68,10 @@ if [ $? -eq 2 ]; then  # no usable GPU: nothing else can run
   wait "$tee_pid" 2>/dev/null
   exit 2
 fi
-stage smoke 70
-stage run 140
+stage smoke 60
+stage run 130
 stage peers 60
-stage ladder 80
+stage ladder 70
 stage families 60
 echo "== summary after $(( $(date +%s) - start )) s"
 ROOFLAB_CHECK_RCS="$rcs" timeout 15 "$py" "$here/scripts/device_check.py" summary "$out" $rehearse
