@@ -211,7 +211,9 @@ def test_conv_library_is_cudnn_where_torch_has_cuda(monkeypatch):
     ):
         torch = types.SimpleNamespace(
             cuda=types.SimpleNamespace(is_available=lambda ok=cuda_ok: ok),
-            backends=types.SimpleNamespace(cudnn=types.SimpleNamespace(is_available=lambda ok=cudnn_ok: ok)),
+            backends=types.SimpleNamespace(
+                cudnn=types.SimpleNamespace(is_available=lambda ok=cudnn_ok: ok, allow_tf32=True)
+            ),
             as_tensor=lambda a, device=None: a,
             nn=types.SimpleNamespace(functional=types.SimpleNamespace(conv2d=conv2d)),
         )
@@ -226,6 +228,7 @@ def test_conv_library_is_cudnn_where_torch_has_cuda(monkeypatch):
     s = conv.make_spec("t", 1, 4, 9, 9, 4, 2, 3, 3, stride=2, pad=1, groups=2)
     y = conv._library(x, w, None, s)
     assert calls[-1] == ((2, 2), (1, 1), 2) and y.shape == (1, 4, s.P, s.Q)
+    assert torch.backends.cudnn.allow_tf32 is False  # FP32 convolutions stay FP32 (no TF32)
 
 
 def test_f4x4_float32_error_sits_inside_its_tolerance(rng):

@@ -378,7 +378,10 @@ def library_path() -> str:
 
 def _cudnn(torch, x, w, s: Spec):
     """cuDNN's convolution on cupy's memory (DLPack-free: __cuda_array_interface__, no copy); the
-    result is torch's output tensor seen as a cupy array."""
+    result is torch's output tensor seen as a cupy array. FP32 stays FP32: torch lets cuDNN use TF32
+    tensor cores for FP32 convolutions by default (10-bit mantissas, ~1e-3 relative error, outside the
+    conv tolerance and not what the FP32 rungs compute), so that is switched off."""
+    torch.backends.cudnn.allow_tf32 = False
     tx, tw = torch.as_tensor(x, device="cuda"), torch.as_tensor(w, device="cuda")
     y = torch.nn.functional.conv2d(tx, tw, stride=(s.sh, s.sw), padding=(s.ph, s.pw), groups=s.G)
     return cupy().asarray(y)
