@@ -110,3 +110,39 @@ def test_what_a_kernel_measured_on_the_chip_comes_from_its_variant():
     chain = np.zeros(16, dtype=np.uint64)
     got = rooflab.get_variant("cuda.chase.01-random-ld-ca").after_run(chain, out, None)
     assert got["chase_latency"]["ns_per_hop"] == 10.0 and got["chase_bytes"] == 128
+
+
+def test_a_cached_cubin_the_driver_refuses_is_rebuilt(monkeypatch, tmp_path):
+    """Cubins prebuilt here (scripts/build_cubins.sh, NVRTC 13.y) are keyed by NVRTC's major version;
+    one the device's driver will not load is rebuilt there instead of failing its variant."""
+    from rooflab.cuda import compiler, loader
+
+    try:
+        compiler._nvrtc()
+    except Exception as e:
+        pytest.skip(str(e))
+    monkeypatch.setenv("ROOFLAB_CACHE_DIR", str(tmp_path))
+    cp = fake_gpu.FakeGPU(monkeypatch).install()
+    first = compiler.build("launch.cu", "sm_90")
+    assert not first.cached and compiler.build("launch.cu", "sm_90").cached
+    assert json_meta(first.cubin_path)["nvrtc_version"] == first.nvrtc_version
+    calls, real = [], cp.RawModule
+
+    def raw(path):
+        calls.append(path)
+        if len(calls) == 1:
+            raise RuntimeError(
+                "CUDA_ERROR_UNSUPPORTED_PTX_VERSION: the provided PTX was compiled with an unsupported toolchain"
+            )
+        return real(path)
+
+    monkeypatch.setattr(cp, "RawModule", raw)
+    m = loader.module("launch.cu")
+    assert len(calls) == 2 and not m.build.cached
+
+
+def json_meta(cubin_path):
+    import json
+    from pathlib import Path
+
+    return json.loads(Path(cubin_path).with_suffix(".json").read_text())
