@@ -15,8 +15,8 @@
 #
 # No compile on the device where it can be helped: kernels come from ROOFLAB_CACHE_DIR, by default
 # build/device-cubins when present (scripts/build_cubins.sh fills it here, with this machine's NVRTC,
-# for sm_90/sm_90a; carry it with the tree). A kernel whose cubin is missing, or built by another
-# NVRTC version, is compiled there as usual.
+# for sm_90/sm_90a; carry it with the tree). A kernel whose cubin is missing, built by another NVRTC
+# major version, or refused by the driver is compiled there as usual.
 #
 #   usage: scripts/device_check.sh [--rehearse] OUTDIR
 #   --rehearse: the same stages on the CPU stand-in for cupy (tests/fake_gpu.py), tiny sizes (CI).
