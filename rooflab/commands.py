@@ -21,13 +21,8 @@ def _console():
 
 def _devices(text: str) -> list[str]:
     text = (text or "cpu").lower()
-    if text == "all":
-        from .cuda import backend
-
-        ok, why = backend.probe()
-        if not ok:
-            print(f"note: --device all runs the CPU only here: {why}", file=sys.stderr)
-        return ["cpu"] + (["cuda"] if ok else [])
+    if text == "all":  # the CPU first; a GPU that cannot run is one line and exit 2 after it
+        return ["cpu", "cuda"]
     if text not in ("cpu", "cuda"):
         raise RooflabError(f"unknown device {text!r}", "use --device cpu, cuda or all")
     return [text]
@@ -127,8 +122,16 @@ def cmd_run(args) -> int:
         suites = _suites(args.suite)
         if device == "cuda":
             from .cuda import backend
+            from .errors import DeviceUnavailable
 
-            backend.require(args.gpu)  # one-line DeviceUnavailable when there is no GPU/cupy/such index
+            try:  # one-line DeviceUnavailable: no cupy, no driver, an old driver, no such GPU index
+                backend.require(args.gpu)
+            except DeviceUnavailable as e:
+                if len(devices) == 1:
+                    raise
+                print(f"rooflab: error: {e} (the CPU results above are kept)", file=sys.stderr)
+                status = 2
+                continue
             import cupy
 
             cupy.cuda.Device(args.gpu).use()
@@ -225,7 +228,7 @@ def _run_suite(suite, device, driver, writer, args, threads, max_ws, progress):
         plan = Plan(threads_all=threads, quick=args.quick, max_ws=max_ws, sweep_factor=4.0 if args.quick else 2**0.5)
         run(driver, writer, plan, progress)
     elif device == "cuda" and suite == "ceilings":
-        from .cuda import suite as gpu_suite
+        from . import suite_cuda as gpu_suite
 
         gpu_suite.run(writer, quick=args.quick, progress=progress, budget_s=args.budget)
     elif suite == "models":

@@ -7,6 +7,7 @@ its clock probe, its thread control); the checker is rooflab.verify.check for ev
     driver = Driver(cpu_backend())                    # or rooflab.cuda.backend.driver_backend()
     record = driver.measure("cpu.stream.triad", inputs, threads=2)
     records = driver.run(cases, writer, progress)     # a suite: a list of registry.Case
+    records = driver.interleaved(entries, rounds=5)   # comparisons: round r times every entry once
 
 The timed callable only launches the kernel (inputs are built, pages touched and the kernel compiled
 by the verification call before timing). A wrong kernel gets a record with status "failed" and the
@@ -128,6 +129,31 @@ def _size_of(inputs) -> tuple[str | None, dict, int]:
 
 
 @dataclass
+class Entry:
+    """One contender of an interleaved comparison (``Driver.interleaved``). Entries of one ``group``
+    are compared with the group's library variant (number 0), else with its first entry; inputs
+    may be shared between entries (the same operands for every rung of a ladder)."""
+
+    variant: Variant | str
+    inputs: tuple
+    params: dict = field(default_factory=dict)
+    verify_params: dict | None = None
+    label: str | None = None
+    group: str | None = None
+    threads: int = 1
+    reps: int | None = None
+    meta: dict = field(default_factory=dict)
+    rotate: tuple = ()  # more input sets (copies of ``inputs``): one sample's calls cycle through all
+    # of them (operands > 2x the last-level cache come from DRAM: "cold"); reps >= the number of sets
+
+
+def _rate(work, seconds: float) -> float:
+    """Work per second: FLOPs where the work declares them, else bytes, else launches."""
+    amount = work.flops or work.bytes or work.launches or 1
+    return amount / seconds
+
+
+@dataclass
 class Driver:
     backend: Backend
     settings: Settings = field(default_factory=Settings)
@@ -235,6 +261,8 @@ class Driver:
         ]
         if self.backend.after_verify:
             rec.meta.update(self.backend.after_verify(variant, inputs) or {})
+        if variant.after_run:  # what the kernel measured on the chip (SM clock, ns per hop)
+            rec.meta.update(_jsonable(variant.after_run(*inputs) or {}))
         return rec
 
     def _time(self, variant, inputs, params, threads, reps, target, budget, nmin, cvmax, attempts_max, flush=None):
@@ -266,6 +294,87 @@ class Driver:
             if probe and best and min(probe) < CLOCK_DROP * best:
                 reasons.append(f"clock {when} {min(probe):.2f} GHz < {CLOCK_DROP:.0%} of {best:.2f} GHz")
         return {"stats": stats, "samples": list(seconds), "before": before, "after": after, "noise_reasons": reasons}
+
+    # ---- an interleaved comparison ---------------------------------------------------------------
+    def interleaved(self, entries: list[Entry], rounds: int = 5, *, target_s: float | None = None) -> list[Record]:
+        """Verify and calibrate every entry, then ``rounds`` rounds in which every entry is timed once,
+        in order: a neighbour's burst or a clock change hits every contender of a round alike, so
+        the per-round ratio to the group's base cancels it. Every sample is kept (``samples_s``, one
+        per round); ``meta`` gets ``round_ratios`` (entry's work rate / base's, per round), their
+        median ``ratio`` and the ``base`` label. A wrong or failing entry gets a failed record (no
+        figure) and the others go on; a group whose base failed has no ratios."""
+        target = self.settings.target_s if target_s is None else target_s
+        live, out = [], []
+        for e in entries:
+            v = get_variant(e.variant) if isinstance(e.variant, str) else e.variant
+            params = v.params(**e.params)
+            dtype, size_shape, ws = _size_of(e.inputs)
+            rec = Record(
+                variant=v.name,
+                family=v.family,
+                device=v.device,
+                label=e.label or v.name,
+                threads=e.threads,
+                dtype=dtype,
+                shape=size_shape,
+                params=_jsonable(params),
+                working_set_bytes=ws,
+                library=v.library,
+                number=v.number,
+                meta=_jsonable({**e.meta, "group": e.group}),
+            )
+            out.append(rec)
+            try:
+                rec.verification = self.verify(
+                    v, e.inputs, v.params(**{**params, **(e.verify_params or {})}), e.threads
+                )
+                rec.verified = True
+                with self.backend.threads(e.threads):
+                    sets = (e.inputs, *e.rotate)
+
+                    def make_call(r, v=v, e=e, params=params, sets=sets):
+                        if len(sets) == 1:
+                            return lambda: v.kernel(*e.inputs, reps=r, threads=e.threads, **params)
+                        return lambda: [
+                            v.kernel(*sets[i % len(sets)], reps=1, threads=e.threads, **params) for i in range(r)
+                        ]
+
+                    reps = max(len(sets), e.reps or self.backend.calibrate(make_call, target))
+                live.append((rec, v, e, params, int(reps), make_call(int(reps))))
+            except RooflabError as err:
+                rec.status, rec.error = "failed", str(err)
+        for _ in range(int(rounds)):
+            for rec, _v, e, _p, _r, call in live:
+                if rec.status != "ok":
+                    continue
+                try:
+                    with self.backend.threads(e.threads):
+                        rec.samples_s += list(self.backend.timer(call, budget_s=0.0, min_samples=1))
+                except RooflabError as err:  # a launch that fails only now
+                    rec.status, rec.error, rec.samples_s = "failed", str(err), []
+        for rec, v, e, params, reps, _ in live:
+            if rec.status != "ok":
+                continue
+            work = v.work(*e.inputs, reps=reps, **params)
+            t = summarize(rec.samples_s)
+            rec.reps, rec.work, rec.time_s = reps, work.as_dict(), t
+            rec.gflops = invert_stats(t, work.flops / 1e9) if work.flops else None
+            rec.gbps = invert_stats(t, work.bytes / 1e9) if work.bytes else None
+            rec.ns_per_launch = _per_launch_ns(t, work.launches)
+            rec.meta["_rates"] = [_rate(work, s) for s in rec.samples_s]
+            if v.after_run:
+                rec.meta.update(_jsonable(v.after_run(*e.inputs) or {}))
+        for group in dict.fromkeys(r.meta.get("group") for r in out):
+            members = [r for r in out if r.meta.get("group") == group]
+            base = next((r for r in members if r.library), members[0])
+            base_rates = base.meta.get("_rates")
+            for r in members:
+                rates = r.meta.pop("_rates", None)
+                if base_rates and rates:
+                    r.meta["round_ratios"] = [a / b for a, b in zip(rates, base_rates)]
+                    r.meta["ratio"] = float(np.median(r.meta["round_ratios"]))
+                    r.meta["base"] = base.label
+        return out
 
     # ---- a suite -------------------------------------------------------------------------------
     def run_case(self, case: Case, inputs: tuple | None = None) -> Record:

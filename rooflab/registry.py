@@ -63,6 +63,7 @@ class Variant:
     # "threaded" (uses every thread it is given: a suite times it at every thread count)
     roles: tuple = ()
     max_flops: float | None = None  # a suite times it up to this many FLOPs per call (slow rungs)
+    after_run: Callable | None = None  # after_run(*inputs) -> dict: what the kernel measured on the chip
 
     def __call__(self, *arrays, **params):
         return self.kernel(*arrays, **{**self.defaults, **params})

@@ -62,14 +62,25 @@ def tolerance(dtype, kind: str = "default") -> dict:
     return {"rtol": rtol, "atol": atol}
 
 
-def _xp(a):
-    """numpy, or cupy for a cupy array: the check runs where the data lives."""
-    mod = type(a).__module__
-    if mod.startswith("cupy"):
-        import cupy
+def _device_module(a):
+    """cupy when ``a`` is a cupy array (cupy is then imported already), else None."""
+    import sys
 
-        return cupy
-    return np
+    cupy = sys.modules.get("cupy")
+    nd = getattr(cupy, "ndarray", None) if cupy is not None else None
+    return cupy if nd is not None and isinstance(a, nd) else None
+
+
+def _same_device(got, expected):
+    """(array module, got, expected) with both on the device ``got`` lives on. A host result against
+    a device reference (a device-to-host transfer) brings the reference to the host with ``.get()``:
+    cupy refuses ``np.asarray`` of a device array (TypeError), and so does tests/fake_gpu.py."""
+    xp = _device_module(got)
+    if xp is not None:
+        return xp, got, xp.asarray(expected)  # numpy or scalar -> device (an explicit copy)
+    if _device_module(expected) is not None:
+        expected = expected.get()
+    return np, np.asarray(got), np.asarray(expected)
 
 
 CHUNK = 1 << 22  # elements compared at a time: checks of multi-GiB arrays stay within ~100 MB
@@ -84,9 +95,7 @@ def check(got, expected, dtype=None, what: str = "result", rtol=None, atol=None,
     got's) and ``kind`` pick the row and column of TOLERANCES. Returns a small report (max abs
     and rel error) to store next to the timing.
     """
-    xp = _xp(got)
-    got_a = xp.asarray(got)
-    exp_a = xp.asarray(expected)
+    xp, got_a, exp_a = _same_device(got, expected)
     if dtype is None:
         dtype = got_a.dtype
     if isinstance(dtype, str) and "/" in dtype:
@@ -110,18 +119,21 @@ def check(got, expected, dtype=None, what: str = "result", rtol=None, atol=None,
         g = g_flat[lo : lo + CHUNK].astype(xp.float64)
         if g.size == 0:
             break
-        e = xp.float64(e_scalar) if e_flat is None else e_flat[lo : lo + CHUNK].astype(xp.float64)
-        e_b = xp.broadcast_to(e, g.shape)
-        bad_nonfinite = ~xp.isfinite(g) & xp.isfinite(e_b)
-        if bool(bad_nonfinite.any()):
-            i = int(xp.argmax(bad_nonfinite))
+        e = xp.full(g.shape, e_scalar, dtype=xp.float64) if e_flat is None else e_flat[lo : lo + CHUNK]
+        e_b = e.astype(xp.float64)
+        # special values must match exactly: NaN where NaN is expected, an infinity of the right
+        # sign where one is expected, and nothing non-finite where a finite value is expected
+        special = ~xp.isfinite(g) | ~xp.isfinite(e_b)
+        bad_special = special & ~((xp.isnan(g) & xp.isnan(e_b)) | (g == e_b))
+        if bool(bad_special.any()):
+            i = int(xp.argmax(bad_special))
             raise VerificationError(
-                f"{what}: non-finite values, first at index {index(lo + i)}: got {float(g[i])!r}, "
+                f"{what}: non-finite mismatch, first at index {index(lo + i)}: got {float(g[i])!r}, "
                 f"expected {float(e_b[i])!r}"
             )
-        err = xp.abs(g - e_b)
-        err = xp.where(xp.isfinite(err), err, 0.0)  # inf == inf, nan == nan where expected so
-        abs_e = xp.abs(e_b)
+        with np.errstate(invalid="ignore"):  # inf - inf where both are inf: masked out
+            err = xp.where(special, 0.0, xp.abs(g - e_b))  # the special values matched exactly above
+        abs_e = xp.where(special, 0.0, xp.abs(e_b))
         excess = err - (atol + rtol * abs_e)
         nb = int(xp.count_nonzero(excess > 0))
         max_abs = max(max_abs, float(err.max()))

@@ -1,7 +1,8 @@
 """The CUDA GEMM ladder on this GPU: GFLOP/s of every variant at one square size (default 4096) and
-its percentage of cuBLAS in the same dtype, all measured in one process, interleaved (round r times
-every variant once; the figure is the median over rounds), each variant verified against the
-float64 reference at that size before it is timed.
+its percentage of cuBLAS in the same dtype, all measured in one process through the one driver's
+interleaved mode (rooflab.driver.Driver.interleaved: round r times every variant once; % of cuBLAS
+is the median of the per-round ratios), each variant verified against the float64 reference at
+that size before it is timed.
 
 FP32: the SIMT rungs 01-07 against cuBLAS SGEMM (00-cublas); FP16, and BF16 where cupy has it
 (ml_dtypes): the tensor-core rungs 08-09 against cuBLAS in the same type. The last lines compare
@@ -21,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 
 GOALS = {"float32": ("SIMT", 0.70, "cuBLAS SGEMM"), "float16": ("tensor-core", 0.50, "cuBLAS FP16")}
@@ -72,64 +72,57 @@ def main(argv=None) -> int:
     if not ok:
         print(f"gemm ladder: no CUDA run: {why}")
         return 0
-    import cupy as cp
-
     from rooflab.cuda import compiler, loader
-    from rooflab.cuda import timing as gt
-    from rooflab.errors import RooflabError
-    from rooflab.families.gemm.cuda import as_float64
-    from rooflab.verify import check_device
+    from rooflab.driver import Driver, Entry, Settings
 
     n = a.size
     shape = {"M": n, "N": n, "K": n}
-    flop = 2.0 * n**3
     print(f"gemm ladder: M = N = K = {n} on {backend.describe(0)['name']} ({loader.device_arch()})")
     if os.environ.get("CUPY_TF32") == "1":
         print("  note: CUPY_TF32=1, so cuBLAS FP32 runs on TF32 tensor cores")
-    entries, inputs, failed = [], {}, []
+    # the one driver, interleaved: every variant verified at this size, calibrated, then timed once
+    # per round; "% of cuBLAS" is the median over rounds of the per-round ratio
+    inputs, entries = {}, []
     for v, dt, knobs in _plan(rooflab, compiler, loader, a.sweep):
-        e = {"variant": v.name, "number": v.number, "dtype": dt, "knobs": knobs or {}, "seconds": []}
-        kw = {"knobs": knobs} if knobs else {}
-        try:
-            if dt not in inputs:
-                inputs[dt] = v.inputs(shape, dt, seed=0)
-            A, B = inputs[dt]
-            expected = v.reference(A, B)
-            C = v(A, B, **kw)
-            check_device(as_float64(C), expected, v.result_dtype(A, B), f"{_label(e)} {dt} {n}^3")
-            del expected, C
-            e["reps"] = gt.repeats_for(lambda v=v, A=A, B=B, kw=kw: v.kernel(A, B, reps=1, **kw), a.target_ms / 1e3)
-            entries.append(e)
-        except RooflabError as err:
-            failed.append(_label(e))
-            print(f"  {_label(e)} {dt}: FAILED: {err}")
-        except Exception as err:  # a CUDA error: name it and go on (the context may be gone)
-            failed.append(_label(e))
-            print(f"  {_label(e)} {dt}: FAILED: {loader.cuda_error(err)}")
-        finally:
-            cp.get_default_memory_pool().free_all_blocks()
-    for _ in range(a.rounds):
-        for e in entries:
-            v = rooflab.get_variant(e["variant"])
-            A, B = inputs[e["dtype"]]
-            kw = {"knobs": e["knobs"]} if e["knobs"] else {}
-            s = gt.time_gpu(
-                lambda v=v, A=A, B=B, k=e["reps"], kw=kw: v.kernel(A, B, reps=k, **kw),
-                budget_s=0,
-                min_samples=1,
-                warmup=0,  # warm since its verification and calibration; 4096^2 operands overflow L2 anyway
+        if dt not in inputs:
+            inputs[dt] = rooflab.get_variant("cuda.gemm.00-cublas").inputs(shape, dt, seed=0)
+        label = v.name + ("" if not knobs else " " + ",".join(f"{k}={x}" for k, x in knobs.items()))
+        entries.append(
+            Entry(
+                v,
+                inputs[dt],
+                params={"knobs": knobs} if knobs else {},
+                label=label,
+                group=dt,
+                threads=0,
+                meta={"knobs": knobs or {}, "dtype": dt},
             )
-            e["seconds"].append(s.seconds[0] / e["reps"])
-    for e in entries:
-        e["median_s"] = statistics.median(e["seconds"])
-        e["gflops"] = flop / e["median_s"] / 1e9
+        )
+    driver = Driver(backend.driver_backend(), Settings(target_s=a.target_ms / 1e3, probe_clock=False))
+    records, failed = driver.interleaved(entries, rounds=a.rounds), []
+    entries = []
+    for r in records:
+        e = {"variant": r.variant, "number": r.number, "dtype": r.meta["dtype"], "knobs": r.meta["knobs"]}
+        if r.status != "ok":
+            failed.append(r.label)
+            print(f"  {r.label} {e['dtype']}: FAILED: {r.error}")
+            continue
+        e.update(
+            reps=r.reps,
+            seconds=[t / r.reps for t in r.samples_s],
+            median_s=r.time_s["median"] / r.reps,
+            gflops=r.gflops["median"],
+            ratio=r.meta.get("ratio"),
+            verification=r.verification,
+        )
+        entries.append(e)
     print(f"{'variant':46s} {'dtype':9s} {'GFLOP/s':>10s} {'% of cuBLAS':>12s} {'ms':>9s}")
     summary = []
     for dt in dict.fromkeys(e["dtype"] for e in entries):
         rows = [e for e in entries if e["dtype"] == dt]
         lib = next((e for e in rows if e["number"] == 0), None)
         for e in rows:
-            e["fraction_of_cublas"] = e["gflops"] / lib["gflops"] if lib else None
+            e["fraction_of_cublas"] = e["ratio"] if lib else None  # median of the per-round ratios
             pct = f"{100 * e['fraction_of_cublas']:11.1f}%" if lib else f"{'-':>12s}"
             print(f"{_label(e):46s} {dt:9s} {e['gflops']:10.1f} {pct} {1e3 * e['median_s']:9.3f}")
         own = [e for e in rows if e["number"] > 0 and not e["knobs"]]  # the rungs as registered

@@ -1,7 +1,7 @@
 """GEMM: rooflab's numba rungs against numpy/BLAS, interleaved in one process (the issue's ratios).
 
 What it measures: for each dtype, shape and thread count, every chosen variant is verified against
-the float64 reference, then all are timed in interleaved rounds (variant A, B, C, A, B, C, ...) so
+the float64 reference, then all are timed in interleaved rounds through the one driver (rooflab.driver.Driver.interleaved: variant A, B, C, A, B, C, ...) so
 a noisy neighbour hits them alike; per variant the median (p20-p80) of the rounds, GFLOP/s, GB/s
 of the minimum bytes, and the ratio of medians to variant 0 (numpy.matmul and its BLAS, named from
 threadpoolctl). Threads are matched: numba.set_num_threads plus threadpoolctl's BLAS limit.
@@ -62,72 +62,50 @@ def llc_bytes() -> int:
 
 
 def measure(variants, shape, dtype, threads, runs, sample_s, cold=False, roof=False):
-    """Verify every variant, then time them in interleaved rounds. ``cold``: rotate over input
-    copies totalling > 2x the last-level cache, so operands come from DRAM; ``roof``: time
-    rooflab's cpu.stream.read on a 4x LLC array in the same rounds (the DRAM read roof)."""
+    """Verify every variant, then time them in interleaved rounds through the one driver
+    (rooflab.driver.Driver.interleaved). ``cold``: rotate over input copies totalling > 2x the
+    last-level cache, so operands come from DRAM; ``roof``: time rooflab's cpu.stream.read on a 4x
+    LLC array in the same rounds (the DRAM read roof)."""
     import rooflab
-    from rooflab import verify
-    from rooflab.threads import use_threads
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Entry, Settings
 
     v0 = variants[0]
-    sets = [v0.inputs(shape, dtype, seed=1)]
-    work1 = v0.work(*sets[0])
+    first = v0.inputs(shape, dtype, seed=1)
+    rotate = ()
     if cold:
-        copies = max(2, -(-2 * llc_bytes() // max(1, int(work1.bytes_read))) + 1)
-        sets += [tuple(x.copy() for x in sets[0]) for _ in range(copies - 1)]
-    expected = v0.reference(*sets[0])
-    entries = []
-    out = {}
-    for v in variants:
-
-        def call(r, v=v):
-            for i in range(r):
-                v.kernel(*sets[i % len(sets)], threads=threads)
-
-        entries.append((v.name, call, work1))
+        copies = max(2, -(-2 * llc_bytes() // max(1, int(v0.work(*first).bytes_read))) + 1)
+        rotate = tuple(tuple(x.copy() for x in first) for _ in range(copies - 1))
+    entries = [Entry(v, first, label=v.name, group="gemm", threads=threads, rotate=rotate) for v in variants]
     if roof:
         sr = rooflab.get_variant("cpu.stream.read")
-        (arr,) = sr.inputs(4 * llc_bytes() // 8, "float64")
-        entries.append(("DRAM read roof (cpu.stream.read)", lambda r: sr.kernel(arr, reps=r, threads=threads), None))
-        roof_work = sr.work(arr)
-    with use_threads(threads):
-        for v in variants:  # verify (this call also compiles) before anything is timed
-            got = v.kernel(*sets[0], threads=threads)
-            out[v.name] = {"verification": verify.check(got, expected, dtype=dtype, what=v.name)}
-        del expected, got
-        reps = {}
-        for name, call, _ in entries:  # warm up, then size each sample to ~sample_s
-            call(1)
-            t0 = time.perf_counter()
-            call(1)
-            reps[name] = max(len(sets), int(sample_s / max(time.perf_counter() - t0, 1e-7)))
-        times = {name: [] for name, _, _ in entries}
-        wall0, cpu0 = time.perf_counter(), cpu_seconds()
-        for _ in range(runs):
-            for name, call, _ in entries:
-                r = reps[name]
-                t0 = time.perf_counter()
-                call(r)
-                times[name].append((time.perf_counter() - t0) / r)
-        share = (cpu_seconds() - cpu0) / ((time.perf_counter() - wall0) * threads)
-    base = float(np.median(times[v0.name]))
-    roof_gbps = roof_work.bytes / float(np.median(times[entries[-1][0]])) / 1e9 if roof else None
-    for name, _, w in entries:
-        t = np.array(times[name])
+        entries.append(Entry(sr, sr.inputs(4 * llc_bytes() // 8, "float64"), label="DRAM read roof (cpu.stream.read)",
+                             group="roof", threads=threads))  # fmt: skip
+    driver = Driver(cpu_backend(), Settings(target_s=sample_s, probe_clock=False))
+    wall0, cpu0 = time.perf_counter(), cpu_seconds()
+    records = driver.interleaved(entries, rounds=runs)
+    share = (cpu_seconds() - cpu0) / ((time.perf_counter() - wall0) * threads)  # over the whole comparison
+    failed = [f"{r.label}: {r.error}" for r in records if r.status != "ok"]
+    if failed:
+        raise SystemExit("gemm_vs_blas: " + "; ".join(failed))
+    roof_gbps = records[-1].gbps["median"] if roof else None
+    out = {}
+    for r in records:
+        t = np.array(r.samples_s) / r.reps  # per call
         med = float(np.median(t))
-        w = w or roof_work
-        out.setdefault(name, {}).update(
-            median_s=med,
-            p20_s=float(np.percentile(t, 20)),
-            p80_s=float(np.percentile(t, 80)),
-            gflops=w.flops / med / 1e9,
-            gbps=w.bytes / med / 1e9,
-            ratio=base / med,
-            of_roof=(w.bytes / med / 1e9) / roof_gbps if roof else None,
-            reps=reps[name],
-            copies=len(sets),
-            samples_s=t.tolist(),
-        )
+        out[r.label] = {
+            "verification": r.verification,
+            "median_s": med,
+            "p20_s": float(np.percentile(t, 20)),
+            "p80_s": float(np.percentile(t, 80)),
+            "gflops": (r.gflops or {}).get("median", 0.0),
+            "gbps": (r.gbps or {}).get("median", 0.0),
+            "ratio": r.meta["ratio"] if r.meta.get("group") == "gemm" else 1.0,  # median of per-round ratios to 00
+            "of_roof": r.gbps["median"] / roof_gbps if roof else None,
+            "reps": r.reps,
+            "copies": 1 + len(rotate),
+            "samples_s": t.tolist(),
+        }
     return out, share
 
 

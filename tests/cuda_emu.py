@@ -121,7 +121,7 @@ def guarded(shape, dtype=np.float64, fill=None):
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     raw = np.full(nbytes + 2 * GUARD + 256, 0xFF, dtype=np.uint8)
     off = GUARD + (-(raw.ctypes.data + GUARD)) % 256
-    a = raw[off : off + nbytes].view(dtype).reshape(shape).view(fake_gpu.Array)
+    a = fake_gpu.Array(raw[off : off + nbytes].view(dtype).reshape(shape))
     _GUARDED[id(raw)] = (raw, off, nbytes)
     if fill is not None:
         a[...] = fill
@@ -161,6 +161,7 @@ class EmuKernel:
         self._run(grid, block, args, shared_mem)
 
     def _run(self, grid, block, args, shared_mem):
+        args = fake_gpu.kernel_args(self.name, args)
         if len(args) != self.nargs:
             raise TypeError(f"{self.name} takes {self.nargs} arguments, got {len(args)}")
         holders, arrays = [], []
@@ -217,14 +218,14 @@ class _GuardedRng:
         out[...] = a
         return out
 
-    def standard_normal(self, shape, dtype=np.float64):
-        return self._copy(self.g.standard_normal(shape, dtype=dtype))
+    def standard_normal(self, size=None, dtype=np.float64, out=None):
+        return self._copy(self.g.standard_normal(size, dtype=dtype))
 
-    def random(self, shape, dtype=np.float64):
-        return self._copy(self.g.random(shape, dtype=dtype))
+    def random(self, size=None, dtype=np.float64, out=None):
+        return self._copy(self.g.random(size, dtype=dtype))
 
-    def integers(self, *a, **k):
-        return self._copy(np.asarray(self.g.integers(*a, **k)))
+    def integers(self, low, high=None, size=None, dtype=np.int64, endpoint=False):
+        return self._copy(np.asarray(self.g.integers(low, high, size=size, dtype=dtype, endpoint=endpoint)))
 
 
 class EmuGPU(fake_gpu.FakeGPU):
@@ -238,11 +239,8 @@ class EmuGPU(fake_gpu.FakeGPU):
         cp.full = lambda shape, value, dtype=None, **_: guarded(
             shape, dtype if dtype is not None else np.asarray(value).dtype, value
         )
-        cp.random = types.SimpleNamespace(default_rng=_GuardedRng)
-        cp.matmul = lambda a, b, out=None: (
-            np.matmul(a, b, out=out) if out is not None else np.matmul(a, b).view(fake_gpu.Array)
-        )
-        cp.ndarray = np.ndarray
+        cp.random = types.SimpleNamespace(default_rng=_GuardedRng, Generator=_GuardedRng)
+        cp.matmul = fake_gpu._cupy_function(np.matmul)
         cp.cuda.function = types.SimpleNamespace(Module=_EmuDriverModule)
         cp.cuda.runtime.getDevice = lambda: 0
         return cp

@@ -48,6 +48,13 @@ def _applies(name, shape):
         return False
 
 
+def verify_conv(v, got, expected) -> dict:
+    """The driver's check of a conv result: the one tolerance table's entry the variant declares."""
+    from rooflab.verify import check
+
+    return check(got, expected, dtype=got.dtype, what=v.name, kind=v.tolerance)
+
+
 def check_conv_variants():
     """Every conv variant on every shape it accepts, against the float64 reference with its declared
     tolerance; shapes it refuses are refused by inputs() with a RooflabError."""
@@ -62,7 +69,7 @@ def check_conv_variants():
             p = conv.conv_params(shape)
             expected = v.reference(x, w, out, **p)
             got = v(x, w, out, **p)
-            rep = conv.verify(v.name, got, expected)
+            rep = verify_conv(v, got, expected)
             errors[v.name, str(shape)] = rep["max_err_over_max_ref"]
             got2 = v(x, w, **p)  # without out: allocated, same result
             check_device(got2, got, np.float32, v.name, rtol=0, atol=0)
@@ -75,7 +82,7 @@ def check_conv_library_float64():
     shape = CONV_SHAPES[2]
     x, w, out = v.inputs(shape, "float64")
     p = conv.conv_params(shape)
-    conv.verify(v.name, v(x, w, out, **p), v.reference(x, w, out, **p))
+    verify_conv(v, v(x, w, out, **p), v.reference(x, w, out, **p))
 
 
 def check_conv_rejects_bad_input():
@@ -108,27 +115,30 @@ def check_conv_rejects_bad_input():
 
 
 def check_conv_wrong_results_rejected():
-    """A result off by a little more than the declared tolerance fails, within it passes; the
-    looser Winograd F(4x4) tolerance is 10x the default, no more."""
+    """A result off by a little more than the declared tolerance (the one table's entry) fails,
+    within it passes; the looser Winograd F(4x4) tolerance is 10x the default, no more."""
+    from rooflab.verify import tolerance
+
     v = rooflab.get_variant(conv.NAMES["direct-naive"])
     x, w, out = v.inputs(CONV_SHAPES[0], seed=5)
     p = conv.conv_params(CONV_SHAPES[0])
     expected = v.reference(x, w, out, **p)
     got = v(x, w, out, **p)
+    e = float(expected.reshape(-1)[7])
     for name in (v.name, conv.NAMES["winograd-f4x4"]):
-        tol = conv.tolerance(name, np.float32, expected)
-        bad = got.copy()
-        flat = bad.reshape(-1)
-        e = float(expected.reshape(-1)[7])
+        kind = rooflab.get_variant(name).tolerance
+        tol = tolerance("float32", kind)
         allowed = tol["atol"] + tol["rtol"] * abs(e)
-        flat[7] = np.float32(e + 1.5 * allowed)
-        with pytest.raises(VerificationError, match="outside"):
-            check_device(bad, expected, np.float32, name, **tol)
-        flat[7] = np.float32(e + 0.5 * allowed)
-        check_device(bad, expected, np.float32, name, **tol)
-    assert conv.tolerance(conv.NAMES["winograd-f4x4"], np.float32, expected)["rtol"] == pytest.approx(
-        10 * conv.tolerance(v.name, np.float32, expected)["rtol"]
-    )
+        for factor, ok in ((1.5, False), (0.5, True)):
+            bad = got.copy()
+            bad[(0, 0, 0, 7)] = e + factor * allowed
+            if ok:
+                check_device(bad, expected, f"float32/{kind}", name)
+            else:
+                with pytest.raises(VerificationError, match="outside"):
+                    check_device(bad, expected, f"float32/{kind}", name)
+    f4, base = (tolerance("float32", rooflab.get_variant(n).tolerance) for n in (conv.NAMES["winograd-f4x4"], v.name))
+    assert f4["atol"] == pytest.approx(10 * base["atol"]) and f4["rtol"] == pytest.approx(10 * base["rtol"])
 
 
 # ---- elementwise -----------------------------------------------------------------------------------

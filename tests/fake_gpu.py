@@ -26,51 +26,228 @@ from pathlib import Path
 
 import numpy as np
 
+# cupy's own words (cupy/_core/core.pyx __array__)
+REFUSED = (
+    "Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a NumPy array explicitly."
+)
+_CUPY_NDARRAY_ATTRS: set = set()  # what the real cupy.ndarray offers (FakeGPU.install fills it)
+_CUPY_GENERATOR_ATTRS: set = set()  # what the real cupy.random.Generator offers
 
-class Array(np.ndarray):
-    """A host array with cupy's transfer methods."""
 
-    def get(self, out=None, **_):
+class Array(np.lib.mixins.NDArrayOperatorsMixin):
+    """A device array as strict as cupy's: numpy never converts it implicitly (``np.asarray``,
+    ``np.array``, a numpy array in the same expression all raise TypeError, as cupy does); the
+    host copy is explicit (``.get()``, ``cupy.asnumpy``). Arithmetic, numpy functions and the
+    methods the real ``cupy.ndarray`` has run on the numpy buffer it wraps, and return Arrays (a
+    reduction returns a 0-d Array, as cupy's does). Kernels (the emulations) get the buffer."""
+
+    __slots__ = ("_a", "__weakref__")
+    __hash__ = None
+
+    def __init__(self, a):
+        assert isinstance(a, np.ndarray), type(a)
+        self._a = a
+
+    # ---- conversion: only explicit ------------------------------------------------------------
+    def __array__(self, *a, **k):
+        raise TypeError(REFUSED)
+
+    def get(self, stream=None, order="C", out=None, blocking=True):
         if out is not None:
-            out[...] = self
+            out[...] = self._a
             return out
-        return np.asarray(self).copy()
+        return np.array(self._a, order=order, copy=True)
 
-    def set(self, host, **_):
-        self[...] = host
+    def set(self, arr, stream=None):
+        if isinstance(arr, Array) or not isinstance(arr, np.ndarray):
+            raise TypeError(f"Only numpy.ndarray can be set to cupy.ndarray, got {type(arr).__name__}")
+        self._a[...] = arr
+
+    # ---- numpy protocols ----------------------------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        _refuse_host(inputs, ufunc.__name__)
+        _refuse_host(kwargs.get("out", ()), ufunc.__name__)
+        if "out" in kwargs:
+            kwargs["out"] = _unwrap(kwargs["out"])
+        return _wrap(getattr(ufunc, method)(*_unwrap(inputs), **kwargs))
+
+    def __array_function__(self, func, types, args, kwargs):
+        _refuse_host(args, func.__name__)
+        _refuse_host(tuple(kwargs.values()), func.__name__)
+        return _wrap(func(*_unwrap(args), **_unwrap(kwargs)))
+
+    # ---- attributes ---------------------------------------------------------------------------
+    shape = property(lambda self: self._a.shape)
+    dtype = property(lambda self: self._a.dtype)
+    size = property(lambda self: self._a.size)
+    ndim = property(lambda self: self._a.ndim)
+    nbytes = property(lambda self: self._a.nbytes)
+    itemsize = property(lambda self: self._a.itemsize)
+    strides = property(lambda self: self._a.strides)
+    flags = property(lambda self: self._a.flags)
+    T = property(lambda self: Array(self._a.T))
+    real = property(lambda self: Array(self._a.real))
+    imag = property(lambda self: Array(self._a.imag))
+
+    @property
+    def data(self):  # cupy's MemoryPointer: the device address
+        return types.SimpleNamespace(ptr=int(self._a.ctypes.data))
+
+    def __getattr__(self, name):
+        if name.startswith("_") or (_CUPY_NDARRAY_ATTRS and name not in _CUPY_NDARRAY_ATTRS):
+            raise AttributeError(f"'cupy.ndarray' object has no attribute {name!r}")
+        attr = getattr(self._a, name)
+        if not callable(attr):
+            return _wrap(attr)
+
+        def method(*a, **k):
+            _refuse_host(a, name)
+            return _wrap(attr(*_unwrap(a), **_unwrap(k)))
+
+        return method
+
+    def __getitem__(self, key):
+        return _wrap(self._a[_unwrap(key)])
+
+    def __setitem__(self, key, value):  # cupy copies a numpy value to the device
+        self._a[_unwrap(key)] = _unwrap(value)
+
+    def __len__(self):
+        return len(self._a)
+
+    def __iter__(self):
+        return (Array(np.asarray(x)) for x in self._a)
+
+    def __float__(self):
+        return float(self._a)
+
+    def __int__(self):
+        return int(self._a)
+
+    def __index__(self):
+        return self._a.__index__()
+
+    def __bool__(self):
+        return bool(self._a)
+
+    def __complex__(self):
+        return complex(self._a)
+
+    def __format__(self, spec):
+        return format(self._a.item() if self._a.ndim == 0 else self._a, spec)
+
+    def __repr__(self):
+        return f"fake_gpu.{np.array_repr(self._a)}"
+
+    def __copy__(self):
+        return Array(self._a.copy())
+
+    def __dlpack__(self, *a, **k):
+        raise TypeError("the stand-in has no DLPack")
+
+
+Array.__module__ = "cupy"  # as cupy.ndarray's: code that asks type(a).__module__ sees a cupy array
+
+
+def _is_host_array(x) -> bool:
+    return isinstance(x, np.ndarray) and x.ndim > 0
+
+
+def _refuse_host(values, what):
+    """cupy refuses numpy arrays where it computes: 'Unsupported type <class 'numpy.ndarray'>'."""
+    for x in values:
+        if _is_host_array(x):
+            raise TypeError(f"{what}: Unsupported type {type(x)} (a host numpy array where cupy needs a device one)")
+        if isinstance(x, (list, tuple)):
+            _refuse_host(x, what)
+
+
+def _unwrap(x):
+    if isinstance(x, Array):
+        return x._a
+    if type(x) in (list, tuple):
+        return type(x)(_unwrap(v) for v in x)
+    if type(x) is dict:
+        return {k: _unwrap(v) for k, v in x.items()}
+    return x
+
+
+def _wrap(r):
+    if isinstance(r, np.ndarray):
+        return Array(r)
+    if isinstance(r, np.generic) and not isinstance(r, (np.str_, np.bytes_)):
+        return Array(np.asarray(r))  # cupy's reductions and element reads are 0-d device arrays
+    if type(r) in (list, tuple):
+        return type(r)(_wrap(v) for v in r)
+    return r
 
 
 def _arr(a):
-    return np.asarray(a).view(Array)
+    return a if isinstance(a, Array) else Array(np.asarray(a))
 
 
-def _numpy_fallback(name):
-    """Everything else cupy offers that the model ops use (add, exp, einsum, ...): numpy's, with
-    arrays that keep cupy's .get()."""
-    if name.startswith("_"):
-        raise AttributeError(name)
-    f = getattr(np, name)
-    if not callable(f):
-        return f
+def asnumpy(a, stream=None, order="C", out=None, *, blocking=True):
+    return a.get(order=order, out=out) if isinstance(a, Array) else np.asarray(a, order=order)
+
+
+def _cupy_function(f, host_ok=False):
+    """numpy's ``f`` as a cupy function: device Arrays in and out; host arrays refused unless
+    ``host_ok`` (the constructors that copy host data to the device: asarray, array)."""
 
     def wrapped(*a, **k):
-        r = f(*a, **k)
-        return r.view(Array) if isinstance(r, np.ndarray) and not isinstance(r, Array) else r
+        if not host_ok:
+            _refuse_host(a, getattr(f, "__name__", "cupy"))
+            _refuse_host(tuple(k.values()), getattr(f, "__name__", "cupy"))
+        return _wrap(f(*_unwrap(a), **_unwrap(k)))
 
     return wrapped
 
 
+class _Namespace(types.ModuleType):
+    """A numpy submodule (lib, fft, linalg, lib.stride_tricks) seen as cupy's."""
+
+    def __init__(self, mod):
+        super().__init__(f"cupy.{mod.__name__.split('.', 1)[-1]}")
+        self._mod = mod
+
+    def __getattr__(self, name):
+        return _convert(getattr(self._mod, name), name)
+
+
+def _convert(f, name):
+    if isinstance(f, types.ModuleType):
+        return _Namespace(f)
+    if isinstance(f, type) or not callable(f):  # dtypes (cupy.float32 is numpy.float32), constants
+        return f
+    return _cupy_function(f, host_ok=name in ("asarray", "array", "ascontiguousarray"))
+
+
+def _numpy_fallback(name):
+    """Everything else cupy offers that rooflab uses (add, exp, einsum, pad, lib.stride_tricks,
+    fft ...): numpy's, on the stand-in's device Arrays."""
+    if name.startswith("_"):
+        raise AttributeError(name)
+    return _convert(getattr(np, name), name)
+
+
 class _Rng:
+    """cupy.random.Generator: only the methods the real one has (no permutation, no choice)."""
+
     def __init__(self, seed):
         self.g = np.random.default_rng(seed)
 
-    def random(self, n, dtype=np.float64):
-        return _arr(self.g.random(n, dtype=dtype))
+    def random(self, size=None, dtype=np.float64, out=None):
+        return _arr(self.g.random(size, dtype=dtype))
 
-    def standard_normal(self, shape, dtype=np.float64):
-        return _arr(self.g.standard_normal(shape, dtype=dtype))
+    def standard_normal(self, size=None, dtype=np.float64, out=None):
+        return _arr(self.g.standard_normal(size, dtype=dtype))
 
-    def __getattr__(self, name):  # integers, normal, ...: numpy's, returning cupy-like arrays
+    def integers(self, low, high=None, size=None, dtype=np.int64, endpoint=False):
+        return _arr(self.g.integers(low, high, size=size, dtype=dtype, endpoint=endpoint))
+
+    def __getattr__(self, name):
+        if name.startswith("_") or (_CUPY_GENERATOR_ATTRS and name not in _CUPY_GENERATOR_ATTRS):
+            raise AttributeError(f"'cupy.random._generator_api.Generator' object has no attribute {name!r}")
         f = getattr(self.g, name)
         return lambda *a, **k: _arr(f(*a, **k))
 
@@ -245,14 +422,14 @@ def _tick(args, k, n):  # a null counter (np.intp(0)) is the timed, empty launch
         counter[0] += 1
 
 
-ALLOCATIONS: weakref.WeakValueDictionary[int, Array] = weakref.WeakValueDictionary()  # address -> array
+ALLOCATIONS: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()  # address -> buffer
 
 
 def _zeros(*a, **k):
     """cupy.zeros that remembers the array by its address: a kernel argument that is a raw pointer
     (the pointer chase's ``base``) can then be resolved to the array it points into."""
     arr = _arr(np.zeros(*a, **k))
-    ALLOCATIONS[int(arr.ctypes.data)] = arr
+    ALLOCATIONS[arr.data.ptr] = arr._a
     return arr
 
 
@@ -299,6 +476,7 @@ class _Kernel:
         self._run(grid, block, args)
 
     def _run(self, grid, block, args):
+        args = kernel_args(self.name, args)
         if block[0] > 1024:
             raise self.device.launch_error("cudaErrorInvalidValue: invalid argument")
         if self.name in self.device.failing:
@@ -310,6 +488,17 @@ class _Kernel:
             args[0][-1] *= 1.01  # one value 1 % off
 
 
+def kernel_args(name, args) -> list:
+    """A launch's arguments as the kernel sees them: device Arrays become their buffers; a host
+    numpy array is refused, as cupy refuses it (a kernel cannot read host memory)."""
+    out = []
+    for i, a in enumerate(args):
+        if isinstance(a, np.ndarray):
+            raise TypeError(f"{name}: argument {i} is a host numpy array: Unsupported type {type(a)}")
+        out.append(a._a if isinstance(a, Array) else a)
+    return out
+
+
 class _RawModule:
     def __init__(self, device, path):
         self.device, self.knobs = device, _knobs(path)
@@ -318,13 +507,31 @@ class _RawModule:
         return _Kernel(name, self.knobs, self.device)
 
 
+class _DriverModule:
+    """cupy.cuda.function.Module: load_file + get_function (the module-load launch variant)."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def load_file(self, path):
+        self.module = _RawModule(self.device, path)
+
+    def get_function(self, name):
+        return self.module.get_function(name)
+
+
 class FakeGPU:
     """Install with ``FakeGPU(monkeypatch).install()``: a 4-SM sm_90 device with 4 MiB of L2."""
 
-    def __init__(self, monkeypatch, free_bytes=128 << 20, failing=(), wrong=()):
+    def __init__(self, monkeypatch, free_bytes=128 << 20, failing=(), wrong=(), compile=True):
+        import cupy as real_cupy
         from cupy.cuda import nvrtc  # the real NVRTC: kernels really compile
 
-        nvrtc.getVersion()  # load libnvrtc now, through the real cupy, before the stand-in replaces it
+        _CUPY_NDARRAY_ATTRS.update(dir(real_cupy.ndarray))  # the stand-in offers no more than cupy
+        _CUPY_GENERATOR_ATTRS.update(dir(real_cupy.random.Generator))
+
+        if compile:  # compile=False: tests of host-side code that builds no kernel need no NVRTC
+            nvrtc.getVersion()  # load libnvrtc now, through the real cupy, before the stand-in replaces it
         self.mp, self.nvrtc, self.free, self.failing = monkeypatch, nvrtc, free_bytes, set(failing)
         self.wrong = set(wrong)  # kernels whose emulation is off by a little: the checks must catch them
         self.launched = set()  # emulations used: the suite's declaration must use every one (tests)
@@ -357,6 +564,7 @@ class FakeGPU:
         values = dict(attrs.values())
         runtime = types.SimpleNamespace(
             getDeviceCount=lambda: 1,
+            getDevice=lambda: 0,
             getDeviceProperties=lambda i: self.props(),
             deviceGetAttribute=lambda a, i: values[a],
             driverGetVersion=lambda: 13000,
@@ -375,6 +583,7 @@ class FakeGPU:
             Stream=_Stream,
             get_current_stream=lambda: stream,
             get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3,
+            function=types.SimpleNamespace(Module=lambda: _DriverModule(self)),
         )
         cp = types.ModuleType("cupy")
         cp.__dict__.update(
@@ -384,17 +593,9 @@ class FakeGPU:
             RawModule=lambda path: _RawModule(self, path),
             get_default_memory_pool=lambda: types.SimpleNamespace(free_all_blocks=lambda: None),
             zeros=_zeros,
-            empty=lambda *a, **k: _arr(np.empty(*a, **k)),
-            full=lambda *a, **k: _arr(np.full(*a, **k)),
-            arange=lambda *a, **k: _arr(np.arange(*a, **k)),
-            asarray=lambda *a, **k: _arr(np.asarray(*a, **k)),
-            abs=np.abs,
-            isfinite=np.isfinite,
-            count_nonzero=np.count_nonzero,
-            argmax=np.argmax,
-            copyto=np.copyto,
+            asnumpy=asnumpy,
             matmul=self._matmul,
-            random=types.SimpleNamespace(default_rng=_Rng),
+            random=types.SimpleNamespace(default_rng=_Rng, Generator=_Rng),
             float16=np.float16,
             float32=np.float32,
             float64=np.float64,
@@ -404,7 +605,7 @@ class FakeGPU:
             __getattr__=_numpy_fallback,
         )
         cupyx = types.ModuleType("cupyx")
-        cupyx.empty_pinned = lambda shape, dtype=np.float64: _arr(np.empty(shape, dtype=dtype))
+        cupyx.empty_pinned = lambda shape, dtype=np.float64, order="C": np.empty(shape, dtype=dtype, order=order)
         for name, mod in (("cupy", cp), ("cupy.cuda", cuda), ("cupyx", cupyx)):
             self.mp.setitem(sys.modules, name, mod)
         from rooflab.cuda import backend, loader
@@ -418,8 +619,11 @@ class FakeGPU:
 
     @staticmethod
     def _matmul(a, b, out=None):
-        r = _arr(np.matmul(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)).astype(a.dtype))
+        _refuse_host((a, b, out), "matmul")
+        a, b = _unwrap(a), _unwrap(b)
+        wide = np.complex128 if np.iscomplexobj(a) or np.iscomplexobj(b) else np.float64
+        r = np.matmul(a.astype(wide), b.astype(wide)).astype(np.result_type(a, b))
         if out is not None:
             out[...] = r
             return out
-        return r
+        return Array(r)

@@ -122,7 +122,7 @@ def test_a_missing_barrier_is_caught(emu, monkeypatch):
     x, w, out = v.inputs(shape)
     p = conv.conv_params(shape)
     with pytest.raises(VerificationError):
-        conv.verify(v.name, v(x, w, out, **p), v.reference(x, w, out, **p))
+        checks.verify_conv(v, v(x, w, out, **p), v.reference(x, w, out, **p))
 
 
 def test_a_wrong_winograd_transform_is_caught(emu, monkeypatch):
@@ -132,7 +132,7 @@ def test_a_wrong_winograd_transform_is_caught(emu, monkeypatch):
     x, w, out = v.inputs(shape)
     p = conv.conv_params(shape)
     with pytest.raises(VerificationError):
-        conv.verify(v.name, v(x, w, out, **p), v.reference(x, w, out, **p))
+        checks.verify_conv(v, v(x, w, out, **p), v.reference(x, w, out, **p))
 
 
 def test_a_block_reduction_that_forgets_warps_is_caught(emu, monkeypatch):

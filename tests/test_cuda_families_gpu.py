@@ -86,54 +86,44 @@ def test_host_arrays_are_refused():
         add(a, b.get(), y)
 
 
-# ---- the quick suites, verified and timed once (a small driver: the real one is the lead's) ------------
+# ---- the quick suites, verified and timed through the one driver ---------------------------------
 
 
 def _measure(case, budget_s=0.05) -> dict:
+    """One case through rooflab.driver (verify with the variant's tolerance from the one table,
+    calibrate, time with CUDA events), summarised for the device check's table."""
     import cupy as cp
 
-    from rooflab.cuda import loader
-    from rooflab.cuda import timing as gtime
-    from rooflab.families.chase import cuda as chase
+    from rooflab.cuda.backend import driver_backend
+    from rooflab.driver import Driver, Settings
 
-    v = rooflab.get_variant(case.variant)
-    rec = {"variant": v.name, "label": case.label, "size": case.size, "meta": case.meta}
+    driver = Driver(
+        driver_backend(),
+        Settings(budget_s=budget_s, target_s=0.002, min_samples=3, cv_limit=1.0, max_attempts=1, probe_clock=False),
+    )
     try:
-        inputs = v.inputs(case.size, case.dtype)
-        params = v.params(**case.params)
-        vparams = v.params(**{**case.params, **(case.verify_params or {})})
-        expected = v.reference(*inputs, **vparams)
-        got = v.kernel(*inputs, **vparams)
-        dtype = v.result_dtype(*inputs, **vparams) if v.result_dtype else got.dtype
-        if v.family == "conv":
-            from rooflab.families.conv import cuda as conv
-
-            rec["verification"] = conv.verify(v.name, got, expected)
-        else:
-            from rooflab.verify import check_device
-
-            rec["verification"] = check_device(got, expected, dtype, v.name)
-        del expected, got
-        reps = case.timing.get("reps") or gtime.repeats_for(lambda: v.kernel(*inputs, **params), 0.002)
-        s = gtime.time_gpu(lambda: v.kernel(*inputs, reps=reps, **params), budget_s=budget_s, min_samples=3)
-        t = s.stats()["median"]
-        work = v.work(*inputs, reps=reps, **params)
-        rec.update(
-            status="ok",
-            reps=int(reps),
-            us_per_call=t / reps * 1e6,
-            ns_per_launch=t * 1e9 / max(work.launches, 1),
-            gbps=work.bytes / t / 1e9 if work.bytes else None,
-            gflops=work.flops / t / 1e9 if work.flops else None,
-        )
-        if "executed_flops" in case.meta:
-            rec["executed_gflops"] = case.meta["executed_flops"] * reps / t / 1e9
-        if v.family == "chase":
-            rec["latency"] = chase.measured_latency(inputs[1])
-    except Exception as e:  # recorded, the next case runs; the test fails at the end
-        rec.update(status="failed", error=loader.cuda_error(e) if not isinstance(e, RooflabError) else str(e))
+        r = driver.run_case(case)
+    except RooflabError as e:  # inputs refused before anything ran
+        return {"variant": case.variant, "label": case.label, "status": "failed", "error": str(e)}
     finally:
         cp.get_default_memory_pool().free_all_blocks()
+    rec = {"variant": r.variant, "label": r.label, "size": case.size, "meta": case.meta, "status": r.status}
+    if r.status != "ok":
+        rec["error"] = r.error
+        return rec
+    t = r.time_s["median"]
+    rec.update(
+        verification=r.verification,
+        reps=r.reps,
+        us_per_call=t / r.reps * 1e6,
+        ns_per_launch=r.ns_per_launch["median"],
+        gbps=r.gbps["median"] if r.gbps else None,
+        gflops=r.gflops["median"] if r.gflops else None,
+    )
+    if "executed_flops" in case.meta:
+        rec["executed_gflops"] = case.meta["executed_flops"] * r.reps / t / 1e9
+    if r.family == "chase":
+        rec["latency"] = r.meta.get("chase_latency")
     return rec
 
 

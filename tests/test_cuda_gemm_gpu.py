@@ -124,8 +124,8 @@ def test_reference_is_float64_and_exact():
 def test_every_gemm_variant_verifies_at_every_shape(name, dtype):
     import cupy as cp
 
-    from rooflab.cuda.suite import check_device
     from rooflab.families.gemm.cuda import as_float64
+    from rooflab.verify import check_device
 
     _skip_unsupported(name, dtype)
     v = rooflab.get_variant(name)

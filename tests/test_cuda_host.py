@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from rooflab import cli
-from rooflab.cuda import backend, compiler, loader, suite
+from rooflab import suite_cuda as suite
+from rooflab.cuda import backend, compiler, loader
 from rooflab.cuda import knobs as cv
 from rooflab.errors import DeviceUnavailable, RooflabError
 
@@ -37,11 +38,12 @@ def test_without_cupy_every_entry_point_says_so(no_cupy, capsys):
     assert "cupy is not installed" in err and "\n" not in err
 
 
-def test_device_all_runs_the_cpu_only_and_says_why(no_cupy, capsys):
+def test_device_all_runs_the_cpu_first_then_the_gpu(no_cupy):
+    """Without cupy the GPU part is one line and exit 2 after the CPU results (issue 25; the run
+    itself is tests/test_cuda_bad_input.py::test_device_all_keeps_the_cpu_results)."""
     from rooflab.commands import _devices
 
-    assert _devices("all") == ["cpu"]
-    assert "cupy is not installed" in capsys.readouterr().err
+    assert _devices("all") == ["cpu", "cuda"]
 
 
 @pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")

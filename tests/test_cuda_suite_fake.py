@@ -8,7 +8,7 @@ import json
 import pytest
 
 from rooflab import cli
-from rooflab.cuda import suite
+from rooflab import suite_cuda as suite
 from tests import fake_gpu
 from tests.cuda_tools import nvrtc_or_skip
 

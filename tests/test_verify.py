@@ -28,33 +28,54 @@ def test_check_reports_index_got_expected():
 def test_check_rejects_nan_and_shape():
     with pytest.raises(VerificationError, match="non-finite"):
         check(np.array([1.0, np.nan]), np.array([1.0, 2.0]))
+    with pytest.raises(VerificationError, match="non-finite"):
+        check(np.array([1.0, np.nan]), np.array([1.0, np.inf]))
     with pytest.raises(VerificationError, match="shape"):
         check(np.zeros(3), np.zeros(4))
 
 
-# Each tolerance pinned: a result off by just more than it fails, just less passes. Loosening an
-# entry of the table (e.g. float32 1e-4 -> 1e-1) makes the "just more" case pass and fails here.
-PINNED = [  # dtype, kind, relative error that must fail, relative error that must pass
-    ("float64", "default", 2e-9, 5e-10),
-    ("float64", "reduction", 2e-9, 5e-10),
-    ("float32", "default", 2e-4, 5e-5),
-    ("float32", "reduction", 4e-3, 1e-3),
-    ("float32", "winograd4", 1e-2, 2e-3),
-    ("float32", "conv", 2e-4, 5e-5),
-    ("float32", "conv-winograd-f4x4", 2e-3, 5e-4),
-    ("float64", "conv", 2e-9, 5e-10),
-    ("float16", "default", 2e-2, 5e-3),
-    ("bfloat16", "default", 6e-2, 1.5e-2),
-]
+# Each tolerance pinned, rtol and atol separately: a result off by just more than the entry fails,
+# just less passes. Loosening or tightening any entry of the table (e.g. float32 1e-4 -> 1e-1) makes
+# one of the two cases go the wrong way. The list is the table itself: a new entry is pinned too.
+ENTRIES = [(dtype, kind) for dtype, kinds in TOLERANCES.items() for kind in kinds]
 
 
-@pytest.mark.parametrize("dtype, kind, fails, passes", PINNED)
-def test_every_tolerance_is_pinned(dtype, kind, fails, passes):
-    expected = np.linspace(1.0, 2.0, 101)  # |x| >= 1: the relative term dominates atol
-    check(expected * (1 + passes), expected, dtype=dtype, kind=kind)
-    with pytest.raises(VerificationError, match="outside"):
-        check(expected * (1 + fails), expected, dtype=dtype, kind=kind)
-    assert set(TOLERANCES[dtype]) >= {kind}
+@pytest.mark.parametrize("dtype, kind", ENTRIES, ids=lambda x: str(x))
+def test_every_tolerance_is_pinned(dtype, kind):
+    rtol, atol = TOLERANCES[dtype][kind]
+    # atol: the expected value is 0, so the bound is atol alone
+    zero = np.zeros(101)
+    if atol:
+        check(zero + 0.9 * atol, zero, dtype=dtype, kind=kind)
+        with pytest.raises(VerificationError, match="outside"):
+            check(zero + 1.1 * atol, zero, dtype=dtype, kind=kind)
+    else:  # exact: the smallest difference fails
+        check(zero, zero, dtype=dtype, kind=kind)
+        with pytest.raises(VerificationError, match="outside"):
+            check(zero + 1.0, zero, dtype=dtype, kind=kind)
+    # rtol: values large enough that atol is < 0.1 % of the bound
+    big = np.linspace(1.0, 2.0, 101) * max(1.0, 1000.0 * atol / rtol if rtol else 1000.0)
+    if rtol:
+        check(big + 0.9 * rtol * big, big, dtype=dtype, kind=kind)
+        with pytest.raises(VerificationError, match="outside"):
+            check(big + 1.1 * rtol * big + atol, big, dtype=dtype, kind=kind)
+    else:
+        with pytest.raises(VerificationError, match="outside"):
+            check(big + 1.0, big, dtype=dtype, kind=kind)
+
+
+def test_special_values_must_match():
+    """NaN expected: only NaN passes; an infinity expected: only the same infinity (before issue 25 a
+    finite value where NaN was expected, and -inf where +inf was, both passed)."""
+    exp = np.array([1.0, np.nan, np.inf, -np.inf])
+    check(exp.copy(), exp)  # NaN == NaN, inf == inf where expected so
+    for i, wrong in ((1, 0.0), (2, -np.inf), (2, 1e308), (3, np.inf), (3, np.nan), (0, np.inf)):
+        got = exp.copy()
+        got[i] = wrong
+        with pytest.raises(VerificationError, match="non-finite mismatch"):
+            check(got, exp)
+    with pytest.raises(VerificationError, match="non-finite mismatch"):
+        check(np.array([0.0, 1.0]), np.nan)  # a scalar closed form too
 
 
 def test_integers_are_exact():
@@ -88,3 +109,34 @@ def test_check_in_chunks_finds_the_worst_element_and_accepts_scalars(monkeypatch
         check(got, 1.0, dtype=np.float64)  # closed form: every element should be 1
     assert "2 of 10000 elements" in str(e.value) and "(7777,)" in str(e.value) and "3.0" in str(e.value)
     assert check(exp, exp)["elements"] == 10_000
+
+
+def test_interleaved_rounds_keep_every_sample_and_ratio_per_round():
+    """Driver.interleaved: each entry verified, then timed once per round; per-round ratios against
+    the group's base; a wrong kernel gets a failed record and the others still run."""
+    from rooflab import get_variant
+    from rooflab.driver import Entry
+
+    triad, copy = get_variant("cpu.stream.triad"), get_variant("cpu.stream.copy")
+    n = 1 << 14
+    d = Driver(cpu_backend(), Settings(target_s=0.001, probe_clock=False))
+    wrong = wrong_kernels.ALL[0]()
+    entries = [
+        Entry(copy, copy.inputs(n, np.float64), label="copy", group="g"),
+        Entry(triad, triad.inputs(n, np.float64), label="triad", group="g"),
+        Entry(
+            wrong,
+            wrong.inputs(4096, np.float64),
+            label="wrong",
+            group="g",
+            params={"block": 4096} if wrong.family == "ert" else {},
+        ),
+    ]
+    recs = d.interleaved(entries, rounds=4)
+    ok = {r.label: r for r in recs if r.status == "ok"}
+    assert set(ok) == {"copy", "triad"} and [r.label for r in recs if r.status == "failed"] == ["wrong"]
+    for r in ok.values():
+        assert len(r.samples_s) == 4 and r.verified and r.gbps["median"] > 0
+        assert len(r.meta["round_ratios"]) == 4 and r.meta["base"] == "copy"
+    assert ok["copy"].meta["ratio"] == 1.0
+    assert ok["triad"].meta["ratio"] > 0

@@ -154,10 +154,30 @@ def probe() -> tuple[bool, str]:
     except Exception as e:
         if not _driver_present():
             return False, "no NVIDIA driver on this machine (libcuda.so.1 cannot be loaded)"
+        if "InsufficientDriver" in f"{type(e).__name__} {e}":
+            return False, _old_driver(cupy)
         return False, f"no usable CUDA device ({first_line(e, 160)})"
     if n < 1:
         return False, "no CUDA device"
     return True, f"{n} CUDA device(s)"
+
+
+def _old_driver(cupy) -> str:
+    """The driver is older than the CUDA runtime cupy was built for: both versions, when readable."""
+
+    def version(fn):
+        try:
+            v = int(fn())
+            return f"{v // 1000}.{v % 1000 // 10}"
+        except Exception:
+            return "?"
+
+    rt = cupy.cuda.runtime
+    return (
+        f"the NVIDIA driver (CUDA {version(rt.driverGetVersion)}) is older than the CUDA runtime cupy "
+        f"{cupy.__version__} was built for (CUDA {version(rt.runtimeGetVersion)}): update the driver or "
+        "install the cupy wheel of the driver's CUDA major version"
+    )
 
 
 def _driver_present() -> bool:
@@ -385,27 +405,17 @@ def describe_all() -> dict:
 
 
 def driver_backend():
-    """The GPU backend of the one driver: CUDA events per sample, launches enqueued for
-    ``target_s`` per sample (calibrated from one timed launch), the SM clock the compute
-    kernels measured on the chip during their last launch (``sm_clock``), and the ns and cycles
-    per hop the pointer chase timed on the chip (``chase_latency``, with its ``chase_bytes``)."""
+    """The GPU backend of the one driver: CUDA events per sample, repetitions calibrated so that one
+    sample lasts ``target_s`` (rooflab.cuda.timing.repeats_for). What a kernel measured on the chip
+    itself (the SM clock, the pointer chase's ns per hop) comes from the variant's own ``after_run``
+    hook, never from a switch on family names here."""
     from ..driver import Backend
-    from . import knobs
     from . import timing as gtime
 
     def timer(call, budget_s, min_samples, flush=None):
         return gtime.time_gpu(call, budget_s=budget_s, min_samples=min_samples, flush=flush).seconds
 
     def calibrate(make_call, target_s):
-        return gtime.repeats_for(make_call(1), target_s)
+        return gtime.repeats_for(make_call, target_s)
 
-    def after(variant, inputs):
-        if variant.family in ("fma", "tensor") and len(inputs) > 1:
-            return {"sm_clock": knobs.measured_clock(inputs[1])}
-        if variant.family == "chase" and len(inputs) > 1:  # the hops the kernel timed on the chip
-            from ..families.chase.cuda import measured_latency
-
-            return {"chase_latency": measured_latency(inputs[1]), "chase_bytes": int(inputs[0].nbytes)}
-        return None
-
-    return Backend(device="cuda", timer=timer, calibrate=calibrate, after_verify=after)
+    return Backend(device="cuda", timer=timer, calibrate=calibrate)

@@ -11,7 +11,10 @@ the code that compiles on the GPU machine is the code CI compiles on every commi
 - ``-Xptxas=-v`` is always on: the ptxas report (registers, stack, spill bytes, shared memory per
   kernel) is parsed into ``Build.resources`` and kept in every GPU result file.
 - Builds are cached on disk (``$ROOFLAB_CACHE_DIR``, default ~/.cache/rooflab/cuda), keyed by the
-  source text, options, arch and NVRTC version: asv's spawned benchmark processes compile once.
+  source text, options, arch and NVRTC major version: asv's spawned benchmark processes compile
+  once, and cubins prebuilt elsewhere (scripts/build_cubins.sh) are used by any NVRTC 13.x (CUDA's
+  minor-version compatibility: a 13.y cubin loads on any 13.x driver; the loader rebuilds one that
+  does not load). The result file names the NVRTC that built each cubin.
 
 A compile error raises RooflabError carrying NVRTC's whole log; a missing NVRTC or cupy raises
 DeviceUnavailable with the package that provides it.
@@ -196,25 +199,29 @@ def cache_dir() -> Path:
     return Path(base) / "cuda"
 
 
-def build(name: str, arch: str, defines: dict | None = None, name_expressions=(), *, text: str | None = None) -> Build:
-    """Compile kernels/cuda/<name> (or ``text``, named ``name``) to a cubin for ``arch``."""
+def build(
+    name: str, arch: str, defines: dict | None = None, name_expressions=(), *, text: str | None = None, fresh=False
+) -> Build:
+    """Compile kernels/cuda/<name> (or ``text``, named ``name``) to a cubin for ``arch``
+    (``fresh``: ignore a cached build)."""
     nvrtc, version = _nvrtc()
     arch = arch if arch.startswith("sm_") else f"sm_{arch}"
     src = source(name) if text is None else text
     opts = options(defines)
     exprs = tuple(name_expressions)
-    key = hashlib.sha256(json.dumps([src, opts, arch, version, exprs]).encode()).hexdigest()[:20]
+    major = version.split(".")[0]
+    key = hashlib.sha256(json.dumps([src, opts, arch, major, exprs]).encode()).hexdigest()[:20]
     folder = cache_dir()
     stem = folder / f"{Path(name).stem}-{arch}-{key}"
     cubin_path, meta_path = stem.with_suffix(".cubin"), stem.with_suffix(".json")
-    if cubin_path.exists() and meta_path.exists():
+    if cubin_path.exists() and meta_path.exists() and not fresh:
         try:
             meta = json.loads(meta_path.read_text())
             return Build(
                 source=name,
                 arch=arch,
                 options=opts,
-                nvrtc_version=version,
+                nvrtc_version=meta.get("nvrtc_version", version),
                 cubin_path=str(cubin_path),
                 log=meta["log"],
                 lowered=meta["lowered"],
@@ -255,7 +262,8 @@ def build(name: str, arch: str, defines: dict | None = None, name_expressions=()
         tmp.write_bytes(cubin)
         os.replace(tmp, cubin_path)  # atomic: concurrent asv processes never read half a file
         tmp = meta_path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"log": log, "lowered": lowered, "options": list(opts), "arch": arch}))
+        meta = {"log": log, "lowered": lowered, "options": list(opts), "arch": arch, "nvrtc_version": version}
+        tmp.write_text(json.dumps(meta))
         os.replace(tmp, meta_path)
     except OSError as e:
         raise RooflabError(

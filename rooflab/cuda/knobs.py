@@ -69,10 +69,11 @@ def filled(n, value):
 def patterned(n, seed=0):
     """n (rounded up to even) float64 values, every one different and exactly representable
     (1 + k/1024 for a random permutation k of 0..1023, repeated): a sum over them depends on
-    which addresses were read, so a kernel that re-reads one cached line gets a wrong partial."""
+    which addresses were read, so a kernel that re-reads one cached line gets a wrong partial.
+    The permutation is drawn on the host (numpy) and uploaded: cupy's Generator has no permutation."""
     xp = cp()
     n += n & 1
-    k = xp.random.default_rng(seed).permutation(1024).astype(xp.float64)
+    k = xp.asarray(np.random.default_rng(seed).permutation(1024).astype(np.float64))
     reps = -(-n // 1024)
     return (1.0 + xp.tile(k, reps)[:n] / 1024.0).copy()
 

@@ -61,7 +61,14 @@ def module(name: str, defines: dict | None = None, name_expressions=()) -> Modul
         try:
             raw = cupy.RawModule(path=b.cubin_path)
         except Exception as e:
-            raise RooflabError(f"{name}: the {arch} cubin did not load: {first_line(e)}") from None
+            if not b.cached:
+                raise RooflabError(f"{name}: the {arch} cubin did not load: {first_line(e)}") from None
+            # a cached cubin from another NVRTC (scripts/build_cubins.sh) this driver refuses: rebuild
+            b = compiler.build(name, arch, defines, name_expressions, fresh=True)
+            try:
+                raw = cupy.RawModule(path=b.cubin_path)
+            except Exception as e2:
+                raise RooflabError(f"{name}: the {arch} cubin did not load: {first_line(e2)}") from None
         mod = _MODULES[key] = Module(raw, b)
     return mod
 

@@ -3,17 +3,16 @@
 - ``time_gpu(fn)``: event pair per sample on the current stream, synchronised after each;
   an optional ``flush`` callable runs between samples, outside the events (rewriting a buffer larger
   than L2 evicts the kernel's data, for cold-L2 timings).
-- ``time_host_launches(fn, n)``: host wall time per launch over ``n`` back-to-back launches,
-  either enqueue only (the queue is drained after each sample, outside the timed region) or with a
-  synchronize after every launch (the round trip).
-- ``time_graph(fn, n)``: captures ``n`` calls of ``fn`` into a CUDA graph and times replays, for
-  launch-bound work (the per-call figure is the replay time / n).
-Event resolution is ~0.5 us: kernels shorter than ~50 us should repeat inside or use graphs.
+- ``repeats_for(make_call, target_s)``: how many repetitions fill one sample of ``target_s``.
+Event resolution is ~0.5 us and a launch costs ~5-10 us before the kernel starts: kernels shorter
+than ~1 ms repeat (enqueued launches, or a loop inside one launch) until a sample lasts ``target_s``.
+Launch and graph latency are measured by the launch family (rooflab/families/launch/cuda.py).
 """
 
 from __future__ import annotations
 
 import time
+from statistics import median
 
 from ..timing import Samples
 
@@ -43,62 +42,28 @@ def time_gpu(
     return out
 
 
-def repeats_for(fn, target_s: float) -> int:
-    """How many calls of ``fn`` fill ``target_s`` of device time, from one timed call after a warm-up
-    (sample-length calibration, as the CPU timer's ``calibrate`` does)."""
-    one = time_gpu(fn, budget_s=0, min_samples=1, warmup=1)
-    return max(1, int(target_s / max(one.seconds[0], 1e-7)))
+MAX_REPS = 1 << 30  # kernels take reps as a 32-bit int
 
 
-def time_host_launches(fn, n: int, *, sync_each: bool, budget_s: float = 0.3, min_samples: int = 5) -> Samples:
-    import cupy
+def repeats_for(make_call, target_s: float, max_reps: int = MAX_REPS) -> int:
+    """Repetitions that fill ``target_s`` of device time per sample: ``make_call(reps)`` is timed
+    with growing ``reps`` until one sample lasts at least a quarter of the target, then scaled.
 
-    stream = cupy.cuda.get_current_stream()
-    fn()
-    stream.synchronize()
-    out = Samples(warmup=1)
-    deadline = time.perf_counter() + budget_s
-    while len(out.seconds) < min_samples or time.perf_counter() < deadline:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-            if sync_each:
-                stream.synchronize()
-        out.seconds.append((time.perf_counter() - t0) / n)
-        stream.synchronize()
-    return out
-
-
-def capture_graph(fn, n: int):
-    """A CUDA graph of ``n`` back-to-back calls of ``fn`` (captured on a private stream)."""
-    import cupy
-
-    s = cupy.cuda.Stream(non_blocking=True)
-    with s:
-        s.begin_capture()
-        for _ in range(n):
-            fn()
-        graph = s.end_capture()
-    return graph, s
-
-
-def time_graph(fn, n: int, *, budget_s: float = 0.3, min_samples: int = 5) -> Samples:
-    import cupy
-
-    graph, s = capture_graph(fn, n)
-    graph.launch(s)
-    s.synchronize()
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    out = Samples(warmup=1)
-    deadline = time.perf_counter() + budget_s
+    One timed call of reps=1 is not enough: its event pair also holds the launch (~5-10 us), so a
+    kernel that loops ``reps`` times inside one launch (FMA, tensor cores: ~0.1 us per rep) would
+    be given ~target/10 us reps and samples 100x shorter than the target (issue 25). At a quarter
+    of the target the launch is < 1 % of the sample, and the linear scale-up is accurate."""
+    reps, first = 1, None
     while True:
-        start.record(s)
-        graph.launch(s)
-        stop.record(s)
-        stop.synchronize()
-        out.seconds.append(cupy.cuda.get_elapsed_time(start, stop) * 1e-3 / n)
-        if len(out.seconds) >= min_samples and time.perf_counter() >= deadline:
-            return out
+        s = time_gpu(make_call(reps), budget_s=0, min_samples=3, warmup=1).seconds
+        t = max(median(s), 1e-9)
+        first = first or t
+        if t >= target_s / 4 or reps >= max_reps:
+            break
+        if reps >= 1 << 14 and t < 2 * first:  # 16k reps cost nothing: time does not follow reps (stand-ins)
+            return reps
+        reps = min(max_reps, reps * max(2, min(1024, int(target_s / 2 / t))))
+    return int(max(1, min(max_reps, round(reps * target_s / t))))
 
 
 def flusher(l2_bytes: int):

@@ -65,6 +65,11 @@ def _coeffs(m):
     return alpha, 1.0 - alpha
 
 
+def _sm_clock(out, clk, *_):
+    """The SM clock the kernel measured on the chip during its last launch (knobs.measured_clock)."""
+    return {"sm_clock": kn.measured_clock(clk)}
+
+
 def _fma(out, clk, reps=1, threads=None):
     name = "fma_peak<float>" if out.dtype == np.float32 else "fma_peak<double>"
     fn = loader.kernel("fma.cu", name, kn.FMA_KNOBS, ("fma_peak<float>", "fma_peak<double>"))
@@ -104,6 +109,7 @@ for _dt in ("float32", "float64"):
                 flops=2.0 * out.size * reps * kn.FMA_KNOBS["UNROLL"] * kn.FMA_KNOBS["CHAINS"]
             ),
             inputs=lambda n=None, dtype=None, seed=0, _d=_dt, **_: _fma_inputs(dtype=_d),
+            after_run=_sm_clock,
         )
     )
 
@@ -147,6 +153,7 @@ def _register_tensor(instruction, launch, block, blocks, per_rep, sums_per_threa
                 ),
                 inputs=inputs,
                 result_dtype=lambda *a, **k: np.dtype(np.float32),
+                after_run=_sm_clock,
             )
         )
 

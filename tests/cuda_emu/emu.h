@@ -210,6 +210,33 @@ inline void run_wg(const WgOp& op) {
     }
 }
 
+// The tensor-core peak kernel's wgmma (kernels/cuda/wgmma.cu): m64n256k16, A and B K-major without
+// swizzle (8-row x 16-byte core matrices; LBO = the next core matrix along K, SBO = the next 8-row
+// group), computed at issue. The accumulator map is the m64nNk16 one of run_wg with N = 256.
+inline uint16_t desc_elem_interleave(uint64_t desc, int mn, int k) {
+    const unsigned start = unsigned(desc & 0x3FFF) << 4;
+    const unsigned lbo = unsigned((desc >> 16) & 0x3FFF) << 4;
+    const unsigned sbo = unsigned((desc >> 32) & 0x3FFF) << 4;
+    if ((desc >> 62) != 0) fail("descriptor layout is not the no-swizzle interleave");
+    const unsigned addr = start + (mn % 8) * 16 + (mn / 8) * sbo + (k / 8) * lbo + (k % 8) * 2;
+    if (addr + 2 > L->smem_bytes) fail("wgmma operand outside shared memory");
+    uint16_t v;
+    std::memcpy(&v, L->smem_base + addr, 2);
+    return v;
+}
+
+inline void wgmma_m64n256k16_interleave(float* d, uint64_t da, uint64_t db, bool bf16) {
+    const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
+    for (int i = 0; i < 128; ++i) {
+        const int row = 16 * w + l / 4 + 8 * ((i / 2) % 2);
+        const int col = 8 * (i / 4) + 2 * (l % 4) + i % 2;
+        float s = 0.f;
+        for (int k = 0; k < 16; ++k)
+            s += half_to_float(desc_elem_interleave(da, row, k), bf16) * half_to_float(desc_elem_interleave(db, col, k), bf16);
+        d[i] += s;
+    }
+}
+
 inline void thread_end() {
     Fiber& f = me();
     for (auto& g : f.cp_groups)

@@ -57,6 +57,10 @@ struct Args {
     int m, n, k;
 };
 static Args g_args;
+static void (*g_entry)() = nullptr;  // --peak: the generated entry that launches a peak kernel
+extern "C" {
+float* emu_peak_out = nullptr;  // the peak kernel's output (--peak)
+}
 
 #ifdef EMU_FAST_SWITCH
 // void emu_switch(void** save_sp, void* load_sp): push the callee-saved registers, save the stack
@@ -86,7 +90,10 @@ emu_switch:
 #endif
 
 static void fiber_main() {
-    g_args.fn(g_args.a, g_args.b, g_args.c, g_args.m, g_args.n, g_args.k);
+    if (g_entry)
+        g_entry();
+    else
+        g_args.fn(g_args.a, g_args.b, g_args.c, g_args.m, g_args.n, g_args.k);
     emu::thread_end();
     emu::me().done = true;
     emu::to_scheduler();  // never resumed
@@ -152,7 +159,43 @@ static void run_block(int block) {
     }
 }
 
+// harness --peak ENTRY GRID BLOCK SMEM OUT: the tensor-core peak kernels (kernels/cuda/tensor.cu,
+// wgmma.cu), launched by a generated entry function (their own signatures), out = grid x block floats.
+static int peak_main(char** argv) {
+    g_entry = (void (*)())dlsym(RTLD_DEFAULT, argv[2]);
+    if (!g_entry) {
+        fprintf(stderr, "no entry %s in this build\n", argv[2]);
+        return 2;
+    }
+    const int grid = atoi(argv[3]), block = atoi(argv[4]);
+    const size_t smem = strtoull(argv[5], nullptr, 10), n = (size_t)grid * block * 4;
+    emu_peak_out = (float*)guarded(n, 0);
+    memset(emu_peak_out, 0xFF, n);
+    emu::Launch launch;
+    emu::L = &launch;
+    if (smem) {
+        const size_t S = ((smem + 1023) / 1024) * 1024;
+        launch.smem_base = guarded(S, 0, 1024);
+        launch.smem_bytes = S;
+        launch.dynamic = launch.smem_base;
+    }
+    blockDim.x = block;
+    gridDim.x = grid;
+    launch.fibers.resize(block);
+    for (int t = 0; t < block; ++t) launch.stacks.emplace_back(new unsigned char[emu::STACK_BYTES]);
+    launch.warps.resize(block / 32);
+    for (int b = 0; b < grid; ++b) {
+        blockIdx.x = b;
+        run_block(block);
+    }
+    FILE* f = fopen(argv[6], "wb");
+    if (!f || fwrite(emu_peak_out, 1, n, f) != n) return 3;
+    fclose(f);
+    return 0;
+}
+
 int main(int argc, char** argv) {
+    if (argc == 7 && std::string(argv[1]) == "--peak") return peak_main(argv);
     if (argc != 15) {
         fprintf(stderr, "usage: harness KERNEL GRID BLOCK SMEM M N K ELEM_BYTES LATE PAD_A PAD_B PAD_C SMEM_OFFSET DIR\n");
         return 2;

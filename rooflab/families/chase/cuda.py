@@ -206,6 +206,10 @@ for _num, _tech, _fn, _pattern, _what in (
             result_dtype=lambda *a, **k: np.dtype(np.int64),
             op=None,
             dtypes=("uint64",),
+            after_run=lambda chain, out, *_: {
+                "chase_latency": measured_latency(out),  # the hops the kernel timed on the chip
+                "chase_bytes": int(chain.nbytes),
+            },
         )
     )
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 from dataclasses import replace
 from statistics import median
 
-from ..errors import RooflabError
-from ..families.chase import cuda as chase_family
-from ..families.latency import LAUNCH_NAMES  # launch paths as latency ceilings, names as before
-from ..families.launch import cuda as launch_family
-from ..registry import get_variant
-from ..roofline import point_stats
-from . import backend, compiler, loader
+from .cuda import backend, compiler, loader
+from .errors import RooflabError
+from .families.chase import cuda as chase_family
+from .families.latency import LAUNCH_NAMES  # launch paths as latency ceilings, names as before
+from .families.launch import cuda as launch_family
+from .registry import get_variant
+from .roofline import point_stats
 
 _DRIVER = None
 
@@ -32,7 +32,7 @@ _DRIVER = None
 def _driver():
     global _DRIVER
     if _DRIVER is None:
-        from ..driver import Driver
+        from .driver import Driver
 
         _DRIVER = Driver(backend.driver_backend())
     return _DRIVER
@@ -414,8 +414,8 @@ def derive(data: dict) -> list[dict]:
                 }
             )
     # memory latency per level (pointer chase) and the latency of a small pinned copy
-    from ..families import chase
-    from ..families.latency import transfer_ceilings
+    from .families import chase
+    from .families.latency import transfer_ceilings
 
     out += chase.ceilings(data)
     out += transfer_ceilings(recs)
