@@ -409,7 +409,7 @@ def driver_backend():
     sample lasts ``target_s`` (rooflab.cuda.timing.repeats_for). What a kernel measured on the chip
     itself (the SM clock, the pointer chase's ns per hop) comes from the variant's own ``after_run``
     hook, never from a switch on family names here."""
-    from ..driver import Backend
+    from ..backend import Backend
     from . import timing as gtime
 
     def timer(call, budget_s, min_samples, flush=None):
