@@ -512,6 +512,10 @@ def cmd_export(args) -> int:
 
 
 def cmd_report(args) -> int:
+    if any(Path(p).is_dir() for p in args.results):  # a fleet directory: the fleet page
+        from .fleet.page import report_command
+
+        return report_command(args)
     from .report import build
     from .results import load
 
@@ -523,10 +527,16 @@ def cmd_report(args) -> int:
     return 0
 
 
-# ---- fleet (rooflab/fleet/) -----------------------------------------------------------------------
+# ---- fleet / publish (rooflab/fleet/, rooflab/publish.py) ---------------------------------------
 
 
 def cmd_fleet(args) -> int:
     from .fleet.cli import fleet
 
     return fleet(args)
+
+
+def cmd_publish(args) -> int:
+    from .publish import publish_command
+
+    return publish_command(args)

@@ -165,3 +165,35 @@ def test_no_cluster_at_the_address(tmp_path, capsys):
     err = one_line_exit_2(capsys, ["fleet", "run", "--address", "127.0.0.1:1", "-o", str(tmp_path / "f")])
     assert "no Ray cluster at 127.0.0.1:1" in err
     assert not (tmp_path / "f").exists()
+
+
+def test_probe_suite_has_one_point_inside_every_level_window():
+    """Each bandwidth point (its arrays rounded up to whole cache lines) lies inside the window of
+    the level it is meant for, at each thread count; the chase has one size per level."""
+    from rooflab.kernels.cpu import stream
+
+    from rooflab import roofline, suite_probe
+
+    caches = [
+        {"level": 1, "name": "L1", "size_bytes": 32 << 10, "instances": 8, "shared_by_cpus": 1, "private": True},
+        {"level": 2, "name": "L2", "size_bytes": 1 << 20, "instances": 8, "shared_by_cpus": 1, "private": True},
+        {"level": 3, "name": "L3", "size_bytes": 32 << 20, "instances": 1, "shared_by_cpus": 8, "private": False},
+    ]
+    cases = suite_probe.cases(8, caches)
+    for t in (1, 8):
+        bw = [c for c in cases if c.sweep == "bandwidth" and c.threads == t]
+        # 8 threads: L3's window [2 x 8 MiB of L2, 32 MiB / 4] is empty (no L3 ceiling, as in `ceilings`)
+        windows = [w for w in roofline.level_windows(caches, t) if w["hi"] is None or w["lo"] <= w["hi"]]
+        assert len(bw) == len(windows) == (4 if t == 1 else 3)
+        for c, w in zip(bw, windows):
+            ws = c.size * 8 * stream.ARRAYS["triad"]
+            assert roofline._in_window(ws, w), (c.label, ws, w)
+    chase = [c for c in cases if c.variant.startswith("cpu.chase.")]
+    assert [roofline._in_window(c.size, w) for c, w in zip(chase, roofline.level_windows(caches, 1))] == [True] * 4
+    peaks = [c for c in cases if c.variant == "cpu.ert.fma"]
+    assert {(c.dtype, c.threads) for c in peaks} == {(d, t) for d in ("float64", "float32") for t in (1, 8)}
+    assert {c.variant for c in cases if c.variant.startswith("cpu.latency.")} == {
+        "cpu.latency.empty",
+        "cpu.latency.ufunc",
+        "cpu.latency.fork_join",
+    }

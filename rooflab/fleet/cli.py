@@ -38,6 +38,10 @@ def add_parsers(sub) -> None:
     d.add_argument("--format", default="table", choices=("table", "markdown", "json"))
     d.add_argument("--all", action="store_true", help="list every node and ceiling, not only the flagged")
 
+    p = sub.add_parser("publish", help="static site (opens offline) from a results tree: machines, fleets, charts")
+    p.add_argument("results", metavar="RESULTS_DIR")
+    p.add_argument("-o", "--output", required=True, metavar="SITE")
+
 
 def fleet(args) -> int:
     cmd = getattr(args, "fleet_command", None)
