@@ -147,9 +147,12 @@ def _reason(e: BaseException) -> tuple[str, str]:
     return status, f"{name}: {first_line(e, 300)}"
 
 
-def run(ray, targets: list[dict], run_args: list[str], timeout: float | None, on_report) -> str:
+def run(ray, targets: list[dict], run_args: list[str], timeout: float | None, on_report, stats=None) -> str:
     """Run on every target node; ``on_report(report)`` files each as it arrives. Returns
-    "complete" or "interrupted" (Ctrl-C: what is running is cancelled and reported as such)."""
+    "complete" or "interrupted" (Ctrl-C: what is running is cancelled and reported as such).
+    ``stats`` (a dict) gets the caller's cost: seconds in ray.get + filing, results collected."""
+    stats = stats if stats is not None else {}
+    stats.update(collect_seconds=0.0, collected=0)
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     task = ray.remote(characterize_here)
@@ -170,6 +173,7 @@ def run(ray, targets: list[dict], run_args: list[str], timeout: float | None, on
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
             for ref in ready:
                 t, t0, _ = pending.pop(ref)
+                tc = time.perf_counter()
                 try:
                     report = ray.get(ref)
                 except Exception as e:  # RayError subclasses: the node, the worker or the task failed
@@ -178,6 +182,8 @@ def run(ray, targets: list[dict], run_args: list[str], timeout: float | None, on
                 else:
                     report["node_id"] = t["node_id"]
                 on_report(report)
+                stats["collect_seconds"] += time.perf_counter() - tc
+                stats["collected"] += 1
             now = time.monotonic()
             for ref, (t, t0, deadline) in list(pending.items()):
                 if now > deadline:
