@@ -197,3 +197,15 @@ def test_probe_suite_has_one_point_inside_every_level_window():
         "cpu.latency.ufunc",
         "cpu.latency.fork_join",
     }
+
+
+def test_reports_written_after_the_last_manifest_save_still_count(tmp_path):
+    """The caller rewrites the manifest at most once a second; a caller killed in between must not
+    lose the nodes whose reports it already wrote (resume syncs them from reports/)."""
+    m = store.new_manifest("ray", {"suite": "probe"})
+    store.save_manifest(tmp_path, m)  # the last save, before any node finished
+    store.write_report(tmp_path, report("a"))
+    store.write_report(tmp_path, report("b", "failed"))
+    again = store.load_manifest(tmp_path)
+    assert set(store.good_nodes(tmp_path, again)) == {"a"}
+    assert again["nodes"]["b"]["status"] == "failed"

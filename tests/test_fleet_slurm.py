@@ -82,3 +82,118 @@ def test_without_slurm_one_line(tmp_path, capsys):
     assert cli.main(["fleet", "run", "--engine", "slurm", "--nodes", "2", "-o", str(tmp_path / "f")]) == 2
     assert "needs Slurm's sbatch on PATH" in capsys.readouterr().err
     assert not (tmp_path / "f").exists()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory):
+    """A real Slurm controller and one slurmd (this machine as node) from Debian's packages,
+    started here with their own config, ports and state; munged must be running (or startable)."""
+    import socket
+    import time
+
+    need = [shutil.which(x) for x in ("slurmctld", "slurmd", "sbatch", "srun", "sinfo", "munge")]
+    if not all(need) or os.geteuid() != 0:
+        pytest.skip("needs root and Debian's slurmctld, slurmd, slurm-client and munge")
+    if subprocess.run(["munge", "-n"], capture_output=True).returncode != 0:
+        subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged"], capture_output=True)
+        if subprocess.run(["munge", "-n"], capture_output=True).returncode != 0:
+            pytest.skip("munged is not running and could not be started")
+    d = tmp_path_factory.mktemp("slurm")
+    for sub in ("state", "spool"):
+        (d / sub).mkdir()
+    host = socket.gethostname()
+    mem_mib = int(open("/proc/meminfo").read().split()[1]) // 1024 // 2
+    conf = d / "slurm.conf"
+    conf.write_text(
+        f"""ClusterName=rooflabtest
+SlurmctldHost={host}(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort={_free_port()}
+SlurmdPort={_free_port()}
+AuthType=auth/munge
+CryptoType=crypto/munge
+StateSaveLocation={d}/state
+SlurmdSpoolDir={d}/spool
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd.pid
+SlurmctldLogFile={d}/slurmctld.log
+SlurmdLogFile={d}/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+NodeName={host} NodeAddr=127.0.0.1 CPUs={os.cpu_count()} RealMemory={mem_mib} State=UNKNOWN
+PartitionName=rooflab Nodes={host} Default=YES MaxTime=INFINITE State=UP
+"""
+    )
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    daemons = [
+        subprocess.Popen([exe, "-D", "-f", str(conf)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for exe in ("slurmctld", "slurmd")
+    ]
+    try:
+        for _ in range(60):
+            out = subprocess.run(["sinfo", "-h", "-o", "%t"], env=env, capture_output=True, text=True).stdout
+            if "idle" in out:
+                break
+            time.sleep(1)
+        else:
+            pytest.skip(f"slurmd did not register: {(d / 'slurmctld.log').read_text()[-500:]}")
+        yield env
+    finally:
+        for p in daemons:
+            p.terminate()
+        for p in daemons:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def fleet_cli(env, *args, timeout=600):
+    return subprocess.run(
+        [sys.executable, "-m", "rooflab", "fleet", "run", "--engine", "slurm", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.slow
+def test_a_real_slurm_cluster_runs_gathers_and_resumes(slurm_cluster, tmp_path):
+    import socket
+
+    out = tmp_path / "fleet"
+    r = fleet_cli(
+        slurm_cluster, "--nodes", "1", "--threads", "1", "--budget", "0.02", "--timeout", "300", "-o", str(out)
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    (f,) = (out / "nodes").glob("*.json")
+    doc = json.loads(f.read_text())
+    assert doc["fleet"]["engine"] == "slurm" and doc["fleet"]["node_id"].endswith("-" + socket.gethostname())
+    assert doc["suite"] == "probe" and doc["status"] == "complete" and doc["ceilings"]
+    m = json.loads((out / "fleet.json").read_text())
+    assert m["runs"][0]["job"] and (out / f"slurm-{m['runs'][0]['job']}.out").is_file()
+    r = fleet_cli(slurm_cluster, "--resume", str(out))
+    assert r.returncode == 0 and "already have a good result" in r.stdout
+
+    slow = tmp_path / "slow"
+    r = fleet_cli(slurm_cluster, "--nodes", "1", "--timeout", "2", "-o", str(slow), timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    (entry,) = json.loads((slow / "fleet.json").read_text())["nodes"].values()
+    assert entry["status"] == "timeout" and "--timeout 2 s" in entry["reason"]

@@ -22,6 +22,7 @@ from . import store
 
 DEFAULT_SUITE = "probe"
 DEFAULT_TIMEOUT_S = 3600.0
+MANIFEST_EVERY_S = 1.0  # the manifest's rewrites at most this often; the node reports are the record
 
 
 def parse_nodes(text: str | None):
@@ -148,11 +149,14 @@ def run_fleet(args) -> int:
         store.save_manifest(out, manifest)
         print(f"running `rooflab run {' '.join(run_args(settings))}` on {len(targets)} node(s)", file=sys.stderr)
         entries = []
+        saved = [time.monotonic()]
 
         def on_report(report: dict) -> None:
             entry = store.write_report(out, report)
             store.record(manifest, entry)
-            store.save_manifest(out, manifest)
+            if time.monotonic() - saved[0] > MANIFEST_EVERY_S:
+                store.save_manifest(out, manifest)
+                saved[0] = time.monotonic()
             entries.append(entry)
             print(_line(entry), flush=True)
 
