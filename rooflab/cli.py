@@ -1,4 +1,4 @@
-"""Command line: rooflab info | run | plot | place | export | compare | report.
+"""Command line: rooflab info | run | plot | place | export | compare | report | fleet | publish.
 
 Every user mistake (unknown device, too many threads, a foreign or broken result file, a working set
 larger than free memory) ends in one line on stderr naming the problem and the fix, exit status 2,
@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--suite",
         default="ceilings",
-        help="comma-separated: ceilings (default), models, latency (every latency path), or a kernel family "
+        help="comma-separated: ceilings (default), models, latency (every latency path), probe (one point per "
+        "level of each ceiling: fleets), or a kernel family "
         "(gemm, conv, elementwise, chase, ...)",
     )
     r.add_argument("--quick", action="store_true", help="smaller budgets and sweeps (~1 min on 2 cores)")
@@ -108,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="self-contained HTML characterization page from result files")
     rp.add_argument("results", nargs="+")
     rp.add_argument("-o", "--output", default=None, help="HTML file (default: results/report.html)")
+
+    from .fleet.cli import add_parsers as fleet_parsers  # fleet run | baseline | diagnose, publish
+
+    fleet_parsers(sub)
     return p
 
 

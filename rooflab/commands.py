@@ -32,7 +32,7 @@ def _suites(text: str) -> list[str]:
     names = [s.strip() for s in (text or "ceilings").split(",") if s.strip()]
     from .registry import family_suites
 
-    known = ("ceilings", "models", *family_suites())
+    known = ("ceilings", "models", "probe", *family_suites())
     for s in names:
         if s not in known:
             raise RooflabError(f"unknown suite {s!r}", f"use one or more of: {', '.join(known)}")
@@ -185,13 +185,13 @@ def cmd_run(args) -> int:
             if not args.no_plot:
                 from . import plots
 
-                if suite in ("ceilings", "models"):
+                if suite in ("ceilings", "models", "probe"):
                     files = plots.all_plots(writer.data, writer.path.with_suffix(""), ops=writer.data.get("ops_placed"))
                 else:
                     from . import family_report
 
                     files = family_report.chart(writer.data, writer.path.with_suffix(""), _newest_ceilings(out, writer))
-            if suite not in ("ceilings", "models"):
+            if suite not in ("ceilings", "models", "probe"):
                 _family_summary(writer.data)
             if suite == "ceilings":
                 _summary(writer.data)
@@ -227,6 +227,10 @@ def _run_suite(suite, device, driver, writer, args, threads, max_ws, progress):
 
         plan = Plan(threads_all=threads, quick=args.quick, max_ws=max_ws, sweep_factor=4.0 if args.quick else 2**0.5)
         run(driver, writer, plan, progress)
+    elif device == "cpu" and suite == "probe":  # one point per level of each ceiling kind (fleets)
+        from .suite_probe import run as run_probe
+
+        run_probe(driver, writer, threads, progress)
     elif device == "cuda" and suite == "ceilings":
         from . import suite_cuda as gpu_suite
 
@@ -511,6 +515,10 @@ def cmd_export(args) -> int:
 
 
 def cmd_report(args) -> int:
+    if any(Path(p).is_dir() for p in args.results):  # a fleet directory: the fleet page
+        from .fleet.page import report_command
+
+        return report_command(args)
     from .report import build
     from .results import load
 
@@ -520,3 +528,18 @@ def cmd_report(args) -> int:
     out.write_text(build(results))
     print(out)
     return 0
+
+
+# ---- fleet / publish (rooflab/fleet/, rooflab/publish.py) ---------------------------------------
+
+
+def cmd_fleet(args) -> int:
+    from .fleet.cli import fleet
+
+    return fleet(args)
+
+
+def cmd_publish(args) -> int:
+    from .publish import publish_command
+
+    return publish_command(args)

@@ -1,0 +1,203 @@
+"""The fleet page (`rooflab report FLEET_DIR`): one self-contained HTML file (inline PNGs, no CDN).
+
+  - the nodes: each node's outcome from the manifest (ok, failed, died, timeout, with the reason)
+  - per SKU, each ceiling's distribution over the nodes: a dot per node at its % of the SKU's
+    median, flagged nodes in red (diagnose.py's rules and modified z-score)
+  - the flagged ceilings as a table
+  - per flagged node (else the node furthest below its SKU), its roofline drawn over its SKU's:
+    the baseline's roofs dashed, the node's solid
+
+The baseline is the fleet's own median per SKU unless one is given (`baseline=` here, or
+`rooflab fleet diagnose --baseline` for a recorded one). Reads records only; draws with matplotlib.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+
+from . import baseline as bl
+from . import diagnose as dg
+from . import store
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}
+h1{font-size:1.6rem}h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid #ddd;padding-bottom:.3rem}
+table{border-collapse:collapse;margin:.6rem 0;font-size:.86rem}td,th{border:1px solid #ddd;padding:.2rem .5rem;text-align:left}
+th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}img{max-width:100%;border:1px solid #eee}
+.bad{color:#b00;font-weight:bold}.ok{color:#060}.muted{color:#777;font-size:.85rem}
+"""
+MAX_ROOFLINES = 6  # node rooflines drawn (the flagged first)
+
+
+def _esc(x) -> str:
+    return html.escape(str(x))
+
+
+def _img(fig, alt: str) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return f'<img alt="{_esc(alt)}" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    th = "".join(f"<th>{_esc(h)}</th>" for h in head)
+    body = "".join(
+        "<tr>" + "".join(c if c.startswith("<td") else f"<td>{_esc(c)}</td>" for c in r) + "</tr>" for r in rows
+    )
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def distribution_figure(key: str, group: dict, rows: list[dict]):
+    """Each ceiling of one SKU: a dot per node at its % of the SKU's median, flagged in red."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(group["ceilings"])
+    fig, ax = plt.subplots(figsize=(9, 0.32 * len(names) + 1.4))
+    for i, name in enumerate(names):
+        for r in (r for r in rows if r["ceiling"] == name and r["value"] is not None):
+            pct = (r["value"] / r["baseline"] - 1) * 100 if r["baseline"] else 0.0
+            ax.plot(pct, i, "o", ms=6 if r["failed"] else 4, color="#c00" if r["failed"] else "#357", alpha=0.8)
+            if r["failed"]:
+                ax.annotate(r["node"], (pct, i), xytext=(4, 3), textcoords="offset points", fontsize=7, color="#c00")
+    ax.axvline(0, color="#888", lw=0.8)
+    for x in (-dg.DEFAULT_PCT, dg.DEFAULT_PCT):
+        ax.axvline(x, color="#bbb", lw=0.8, ls="--")
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("% of the SKU's median (latency: above is slower; bandwidth and FLOP/s: below is slower)")
+    ax.set_title(f"{key}: {len(group['nodes'])} node(s), one dot each", fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    return fig
+
+
+def _roofs(ceilings: dict) -> tuple[float | None, dict]:
+    """(the highest FP64 all-thread FMA peak, {level: the all-thread bandwidth}) from name -> value."""
+    peaks = {n: v for n, (k, v) in ceilings.items() if k == "compute" and n.startswith("FP64")}
+    peak = max(peaks.values()) if peaks else None
+    bw: dict = {}
+    for n, (k, v) in ceilings.items():
+        if k == "bandwidth":
+            level = n.split(" ")[0]
+            threads = int("".join(ch for ch in n.rsplit(",", 1)[-1] if ch.isdigit()) or 1)
+            if level not in bw or threads > bw[level][0]:
+                bw[level] = (threads, v)
+    return peak, {lv: v for lv, (_, v) in bw.items()}
+
+
+def roofline_figure(node: str, doc: dict, group: dict):
+    """The node's roofline (solid) over its SKU baseline's (dashed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from ..roofline import attainable
+
+    mine = _roofs({c["name"]: (c["kind"], c["value"]) for c in doc.get("ceilings", [])})
+    base = _roofs({n: (c["kind"], c["median"]) for n, c in group["ceilings"].items()})
+    x = np.logspace(-3, 3, 200)
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for (peak, bws), style, who in ((base, "--", "SKU median"), (mine, "-", node)):
+        if not peak:
+            continue
+        for i, (level, bw) in enumerate(sorted(bws.items())):
+            ax.plot(x, attainable(x, peak, bw), style, color=colors[i % len(colors)], lw=1.4,
+                    label=f"{level} ({who})")  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("GFLOP/s (FP64, all threads)")
+    ax.set_title(f"{node} over its SKU's baseline", fontsize=10)
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(which="both", alpha=0.25)
+    return fig
+
+
+def build(path, base: dict | None = None) -> str:
+    path = Path(path)
+    manifest = store.load_manifest(path)
+    nodes = store.node_results(path)
+    base = base or (bl.build(nodes, sources=[str(path)]) if nodes else None)
+    rows = dg.diagnose(nodes, base, dg.load_rules(None, base)) if nodes else []
+    flagged = sorted({r["node"] for r in rows if r["failed"]})
+    s = manifest.get("settings", {})
+    out = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>rooflab fleet {_esc(path.name)}</title>"
+        f"<style>{CSS}</style></head><body>",
+        f"<h1>Fleet {_esc(path.name)}</h1>",
+        f"<p>{len(manifest['nodes'])} node(s) through {_esc(manifest.get('engine'))}"
+        f"{' at ' + _esc(manifest['address']) if manifest.get('address') else ''}; suite {_esc(s.get('suite'))}"
+        f"{' --quick' if s.get('quick') else ''} on {_esc(s.get('device'))}; {len(nodes)} good result(s); "
+        f"<span class='{'bad' if flagged else 'ok'}'>{len(flagged)} node(s) flagged</span>. "
+        f"<span class='muted'>Baseline: {'the fleet median per SKU' if base and base.get('sources') == [str(path)] else 'given'}; "
+        f"rules: {dg.DEFAULT_PCT:g} % either way, modified z beyond {dg.Z_THRESHOLD} within >= {dg.Z_MIN_NODES} nodes of a SKU.</span></p>",
+    ]
+    out.append("<h2>Nodes</h2>")
+    node_rows = []
+    for n, e in sorted(manifest["nodes"].items()):
+        cls = "ok" if e.get("status") == "ok" and n not in flagged else "bad"
+        state = e.get("status", "?") + (" (flagged)" if n in flagged else "")
+        secs = e.get("seconds")
+        node_rows.append([n, e.get("sku_key") or "-", f"<td class='{cls}'>{_esc(state)}</td>",
+                          f"{secs:.1f} s" if secs else "-", e.get("reason") or ""])  # fmt: skip
+    out.append(_table(["node", "SKU", "status", "run", "reason"], node_rows))
+    docs = dict(nodes)
+    for key, group in (base or {}).get("skus", {}).items():
+        sku_rows = [r for r in rows if r["sku"] == key]
+        if not sku_rows:
+            continue
+        out.append(f"<h2>SKU {_esc(key)}</h2>")
+        out.append(_img(distribution_figure(key, group, sku_rows), f"ceiling distribution of {key}"))
+        bad = [r for r in sku_rows if r["failed"]]
+        if bad:
+            out.append(
+                _table(
+                    ["node", "ceiling", "value", "baseline", "delta", "z", "verdict"],
+                    [
+                        [
+                            r["node"],
+                            r["ceiling"],
+                            "-" if r["value"] is None else f"{r['value']:.4g} {r['unit']}",
+                            f"{r['baseline']:.4g}",
+                            "-" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f} %",
+                            "-" if r["z"] is None else f"{r['z']:+.1f}",
+                            "; ".join(r["verdicts"]),
+                        ]
+                        for r in bad
+                    ],  # fmt: skip
+                )
+            )
+        show = [n for n in flagged if n in docs and any(r["node"] == n for r in sku_rows)][:MAX_ROOFLINES]
+        if not show:  # a healthy SKU: the node furthest below its median on a bandwidth or FLOP/s
+            low = [r for r in sku_rows if r["delta_pct"] is not None and r["kind"] != "latency"]
+            show = [min(low, key=lambda r: r["delta_pct"])["node"]] if low else []
+        for n in show:
+            out.append(_img(roofline_figure(n, docs[n], group), f"roofline of {n}"))
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def report_command(args) -> int:
+    """`rooflab report FLEET_DIR [-o FILE]`: the fleet page."""
+    from ..errors import RooflabError
+
+    if len(args.results) != 1:
+        raise RooflabError("a fleet report takes one fleet directory", "rooflab report FLEET_DIR -o fleet.html")
+    path = Path(args.results[0])
+    text = build(path)
+    out = Path(args.output or path / "report.html")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(out)
+    return 0

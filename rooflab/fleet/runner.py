@@ -1,0 +1,204 @@
+"""`rooflab fleet run`: settings, which nodes to run, the manifest kept current, the summary.
+
+The engine adapters (ray.py, slurm.py) only place runs and hand back each node's report; this
+module files each report as it arrives (store.py), so Ctrl-C or a caller crash keeps every node
+that finished, and `--resume DIR` runs only the alive nodes without a good result.
+
+Exit status: 0 every node asked for has a good result; 1 some node failed, died, timed out or was
+interrupted (each recorded with its reason, the others kept); 2 bad input (no cluster at the
+address, more nodes asked than alive, a fleet directory that already holds a run); 130 Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from ..errors import RooflabError
+from ..results import require_writable, utc_now
+from . import store
+
+DEFAULT_SUITE = "probe"
+DEFAULT_TIMEOUT_S = 3600.0
+MANIFEST_EVERY_S = 1.0  # the manifest's rewrites at most this often; the node reports are the record
+
+
+def parse_nodes(text: str | None):
+    """'all' -> None, 'N' -> N (>= 1)."""
+    if text is None or str(text).lower() == "all":
+        return None
+    if not str(text).isdigit() or int(text) < 1:
+        raise RooflabError(f"--nodes {text!r} is not 'all' or a positive number", "e.g. --nodes all or --nodes 4")
+    return int(text)
+
+
+def settings_from(args) -> dict:
+    from ..commands import _devices, _suites
+
+    suite = args.suite or DEFAULT_SUITE
+    _suites(suite)  # an unknown suite is refused here, not on every node
+    device = (args.device or "cpu").lower()
+    if device not in ("cpu", "cuda"):
+        _devices(device)
+        raise RooflabError("--device all is per node: run the fleet once per device", "use --device cpu or cuda")
+    if args.timeout is not None and args.timeout <= 0:
+        raise RooflabError(f"--timeout must be positive, got {args.timeout:g}")
+    if args.threads is not None and args.threads < 1:
+        raise RooflabError(f"--threads must be at least 1, got {args.threads}")
+    return {
+        "suite": suite,
+        "device": device,
+        "quick": bool(args.quick),
+        "threads": args.threads,
+        "budget": args.budget,
+        "timeout": args.timeout if args.timeout is not None else DEFAULT_TIMEOUT_S,
+        "nodes": args.nodes or "all",
+    }
+
+
+def run_args(settings: dict) -> list[str]:
+    """The `rooflab run` arguments every node gets (the caller adds --out and --no-plot)."""
+    out = ["--suite", settings["suite"], "--device", settings["device"]]
+    if settings["quick"]:
+        out.append("--quick")
+    if settings.get("threads"):
+        out += ["--threads", str(settings["threads"])]
+    if settings.get("budget"):
+        out += ["--budget", f"{settings['budget']:g}"]
+    return out
+
+
+def choose(usable: list[dict], want: int | None, done: dict, where: str) -> tuple[list[dict], list[dict]]:
+    """(targets, skipped as already good) among the usable nodes. A node is done when its fleet id
+    has a good result, or, where host names are unique both in the cluster and among the good
+    results, when its host has one (a node restarted under a new engine id)."""
+    if not usable:
+        raise RooflabError(
+            f"the cluster {where} has no alive node with CPUs", "start worker nodes (ray start --address)"
+        )
+    if want is not None and want > len(usable):
+        raise RooflabError(
+            f"--nodes {want} asked, the cluster {where} has {len(usable)} alive node(s) with CPUs",
+            f"pass --nodes {len(usable)} or fewer, or --nodes all",
+        )
+    hosts = Counter(n["hostname"] for n in usable)
+    good_hosts = Counter(e.get("hostname") for e in done.values())
+    skipped, todo = [], []
+    for n in usable:
+        by_host = hosts[n["hostname"]] == 1 and good_hosts.get(n["hostname"]) == 1
+        (skipped if n["node_id"] in done or by_host else todo).append(n)
+    room = len(todo) if want is None else max(0, want - len(skipped))
+    return todo[:room], skipped
+
+
+def _line(entry: dict) -> str:
+    secs = entry.get("seconds")
+    if secs is None and entry.get("finished_unix") and entry.get("started_unix"):
+        secs = entry["finished_unix"] - entry["started_unix"]
+    t = f"{secs:7.1f} s" if secs is not None else "      - s"
+    why = f"  {entry['reason']}" if entry.get("reason") else ""
+    return f"{entry['status']:<11} {entry['node_id']:<40} {t}{why}"
+
+
+def run_fleet(args) -> int:
+    resume = getattr(args, "resume", None)
+    if resume:
+        out = Path(resume)
+        manifest = store.load_manifest(out)
+        settings = manifest["settings"]
+        engine = manifest["engine"]
+        address = args.address or manifest.get("address")
+        print(f"resuming {out}: {settings['suite']} on {engine}, nodes without a good result", file=sys.stderr)
+    else:
+        if not args.output:
+            raise RooflabError("fleet run needs -o DIR (or --resume DIR)", "e.g. rooflab fleet run -o fleet/")
+        out = Path(args.output)
+        if store.is_fleet_dir(out):
+            raise RooflabError(
+                f"{out} already holds a fleet run", f"pass --resume {out} to finish it, or another -o DIR"
+            )
+        settings = settings_from(args)
+        engine = args.engine
+        address = args.address
+        manifest = None
+    want = parse_nodes(settings["nodes"])
+    if engine == "slurm":
+        from . import slurm
+
+        return slurm.run_fleet(args, out, settings, want, manifest)
+    if engine != "ray":
+        raise RooflabError(f"unknown engine {engine!r}", "use --engine ray or --engine slurm")
+    from . import ray as engine_ray
+
+    ray, address = engine_ray.connect(address)
+    try:
+        usable, idle = engine_ray.cluster_nodes(ray)
+        if manifest is None:
+            manifest = store.new_manifest("ray", settings, address)
+        done = store.good_nodes(out, manifest)
+        targets, skipped = choose(usable, want, done, f"at {address}")
+        require_writable(out)
+        if idle:
+            print(f"note: {len(idle)} alive node(s) without CPUs left out (a head with --num-cpus 0?)", file=sys.stderr)
+        if skipped:
+            print(f"{len(skipped)} node(s) already have a good result in {out}: skipped", file=sys.stderr)
+        run = {"started": utc_now(), "finished": None, "status": "running", "nodes": [t["node_id"] for t in targets]}
+        manifest["runs"].append(run)
+        store.save_manifest(out, manifest)
+        print(f"running `rooflab run {' '.join(run_args(settings))}` on {len(targets)} node(s)", file=sys.stderr)
+        entries = []
+        saved = [time.monotonic()]
+
+        def on_report(report: dict) -> None:
+            entry = store.write_report(out, report)
+            store.record(manifest, entry)
+            if time.monotonic() - saved[0] > MANIFEST_EVERY_S:
+                store.save_manifest(out, manifest)
+                saved[0] = time.monotonic()
+            entries.append(entry)
+            print(_line(entry), flush=True)
+
+        t0 = time.monotonic()
+        stats: dict = {}
+        status = engine_ray.run(ray, targets, run_args(settings), settings["timeout"], on_report, stats)
+        run.update(finished=utc_now(), status=status, seconds=time.monotonic() - t0, caller=caller_cost(stats))
+        store.save_manifest(out, manifest)
+    finally:
+        ray.shutdown()
+    return summary(out, manifest, entries, status, {n["node_id"] for n in usable})
+
+
+def caller_cost(stats: dict) -> dict:
+    """What the fleet cost the caller: its peak memory, and per result the time from the object
+    store to the file (ray.get, JSON, atomic write, manifest rewrite) -- the 1,000-node estimate's
+    inputs."""
+    import resource
+
+    n = stats.get("collected") or 0
+    return {
+        "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "results": n,
+        "seconds_per_result": stats.get("collect_seconds", 0.0) / n if n else None,
+    }
+
+
+def summary(out: Path, manifest: dict, entries: list[dict], status: str, alive: set) -> int:
+    bad = [e for e in entries if e["status"] != "ok"]
+    good = store.good_nodes(out, manifest)
+    print(
+        f"fleet: {len(entries) - len(bad)} of {len(entries)} node(s) run now characterized; "
+        f"{len(good)} good result(s) in {out / 'nodes'}"
+    )
+    if bad:
+        kinds = Counter(e["status"] for e in bad)
+        print("failed: " + ", ".join(f"{n} {k}" for k, n in kinds.items()) + f"; see {out / store.MANIFEST}")
+        print(f"run only those again: rooflab fleet run --resume {out}")
+    gone = [n for n, e in manifest["nodes"].items() if e["status"] != "ok" and n not in alive]
+    if gone:
+        print(f"note: {len(gone)} earlier failed node(s) are no longer in the cluster: {', '.join(gone[:5])}")
+    if status == "interrupted":
+        print(f"interrupted: kept {len(good)} result(s) in {out}", file=sys.stderr)
+        return 130
+    return 1 if bad else 0
