@@ -180,14 +180,14 @@ def cmd_run(args) -> int:
             writer.finish("complete" if not writer.data["errors"] else "complete-with-errors")
             files = []
             if not args.no_plot:
-                from . import plots
+                from .charts import all_plots
 
                 if suite in ("ceilings", "models"):
-                    files = plots.all_plots(writer.data, writer.path.with_suffix(""), ops=writer.data.get("ops_placed"))
+                    files = all_plots(writer.data, writer.path.with_suffix(""), ops=writer.data.get("ops_placed"))
                 else:
-                    from . import family_report
+                    from .charts import family
 
-                    files = family_report.chart(writer.data, writer.path.with_suffix(""), _newest_ceilings(out, writer))
+                    files = family.chart(writer.data, writer.path.with_suffix(""), _newest_ceilings(out, writer))
             if suite not in ("ceilings", "models"):
                 _family_summary(writer.data)
             if suite == "ceilings":
@@ -356,13 +356,13 @@ def _agreement(writer, out: Path) -> None:
 
 
 def cmd_plot(args) -> int:
-    from . import plots
+    from . import charts
+    from .charts import family, roofline
     from .results import load
 
     data = load(args.result)
     stem = Path(args.output) if args.output else Path(args.result).with_suffix("")
     if data.get("suite") not in ("ceilings", "models"):  # a kernel family's run: its own charts
-        from . import family_report
         from .models.measure import find_ceilings
 
         try:  # the newest ceilings of that machine beside the result (results/<machine>/...)
@@ -370,15 +370,13 @@ def cmd_plot(args) -> int:
                                      data.get("device", "cpu"), None)[0]  # fmt: skip
         except (RooflabError, KeyError):
             ceilings = None
-        files = family_report.chart(data, stem.with_suffix("") if stem.suffix in (".png", ".svg") else stem, ceilings)
+        files = family.chart(data, stem.with_suffix("") if stem.suffix in (".png", ".svg") else stem, ceilings)
     elif args.output and stem.suffix in (".png", ".svg"):
-        files = plots.roofline(data, stem, ops=data.get("ops_placed"))
+        files = roofline.roofline(data, stem, ops=data.get("ops_placed"))
     elif data.get("suite") not in (None, "ceilings", "models"):  # a family's run: the chart `run` drew
-        from . import family_report
-
-        files = family_report.chart(data, stem)
+        files = family.chart(data, stem)
     else:
-        files = plots.all_plots(data, stem, ops=data.get("ops_placed"))
+        files = charts.all_plots(data, stem, ops=data.get("ops_placed"))
     for f in files:
         print(f)
     return 0

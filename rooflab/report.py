@@ -53,7 +53,7 @@ def _fig_to_img(fig, alt: str) -> str:
 
 
 def _png_of(plot_fn, *args, **kw) -> str:
-    """Render one of rooflab.plots' charts into an inline <img>."""
+    """Render one of rooflab.charts' into an inline <img>."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
@@ -128,7 +128,7 @@ def _ceilings_section(d: dict) -> str:
 
 
 def _latency_section(d: dict) -> str:
-    from . import plots
+    from .charts import latency
 
     rows = [
         [
@@ -146,7 +146,7 @@ def _latency_section(d: dict) -> str:
     return (
         "<h2>Latency</h2><p class='muted'>Dispatch and launch: fixed cost per call; an op within 2x of it is "
         "latency-bound. Memory: ns per dependent load (pointer chase), cycles at the measured clock.</p>"
-        + _png_of(plots.latency, d)
+        + _png_of(latency.latency, d)
         + _table(["path", "median ns", "p20", "p80", "cycles"], rows)
     )
 
@@ -202,7 +202,7 @@ def _sweep_section(d: dict) -> str:
 def _compare_section(results: list[dict]) -> str:
     import matplotlib
 
-    from .plots import LEVEL_COLORS
+    from .charts.style import LEVEL_COLORS
     from .roofline import compare_ceilings
 
     matplotlib.use("Agg")
@@ -259,7 +259,7 @@ def _compare_section(results: list[dict]) -> str:
 
 
 def build(results: list[dict]) -> str:
-    from . import plots
+    from .charts import roofline, staircase
 
     parts = [
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>rooflab report</title>"
@@ -276,9 +276,9 @@ def build(results: list[dict]) -> str:
         )
         parts.append(_machine_section(d))
         if d.get("ceilings"):
-            parts.append("<h2>Roofline</h2>" + _png_of(plots.roofline, d, ops=d.get("ops_placed")))
-        if d.get("sweeps", {}).get("bandwidth") or plots.chase_points(d):
-            parts.append("<h2>Bandwidth and latency staircase</h2>" + _png_of(plots.bandwidth, d))
+            parts.append("<h2>Roofline</h2>" + _png_of(roofline.roofline, d, ops=d.get("ops_placed")))
+        if d.get("sweeps", {}).get("bandwidth") or staircase.chase_points(d):
+            parts.append("<h2>Bandwidth and latency staircase</h2>" + _png_of(staircase.bandwidth, d))
         parts += [_ceilings_section(d), _latency_section(d), _sweep_section(d), _ops_section(d)]
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -309,7 +309,8 @@ def run_suite(
 def place_command(ops_list, unsupported, args, source: str) -> int:
     """Shared by `rooflab place OPS.json` and `rooflab place MODEL.onnx`: the ops run on the device
     asked for (--device cuda runs them on the GPU) and are placed on that device's ceilings."""
-    from .. import machine, plots
+    from .. import machine
+    from ..charts import roofline
     from ..progress import RichProgress
     from ..results import ResultWriter, require_writable
     from ..threads import check_threads, max_threads
@@ -350,7 +351,7 @@ def place_command(ops_list, unsupported, args, source: str) -> int:
     writer.data["model_summaries"] = [s]
     writer.save()
     files = _finish_outputs(writer, placed, [s])
-    files += plots.roofline(writer.data, Path(str(writer.path)[:-5] + ".roofline"), ops=placed)
+    files += roofline.roofline(writer.data, Path(str(writer.path)[:-5] + ".roofline"), ops=placed)
     if placed:
         print(place.to_markdown(placed))
     print(s["line"])

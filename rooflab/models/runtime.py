@@ -247,7 +247,7 @@ def to_markdown(rows: list[dict]) -> str:
 
 
 def plot_points(rows: list[dict], own: list[dict], runtime_label: str, threads: int | None) -> list[dict]:
-    """Both point sets for plots.roofline: the runtime's nodes and rooflab's re-execution of the
+    """Both point sets for charts.roofline: the runtime's nodes and rooflab's re-execution of the
     same ops (marker = set, colour = class, size = share of its set's time)."""
     pts = []
     for r in rows:
@@ -295,7 +295,7 @@ def place_profile(profile: dict, args, source: str, ready: dict) -> dict:
     """Shared by `rooflab place MODEL.onnx --runtime onnxruntime` and place_torch: placement,
     rooflab's own times, result file, table, plot and the summary line. Returns the summary (with
     ``result``: the result file, ``outputs``: the table and plot files)."""
-    from .. import plots
+    from ..charts import roofline
     from ..progress import RichProgress
     from ..results import ResultWriter
     from .measure import _device_name, _use_ceilings
@@ -357,7 +357,7 @@ def place_profile(profile: dict, args, source: str, ready: dict) -> dict:
         md += [f"Graph nodes the runtime never ran as nodes (folded or removed): {len(profile['not_executed'])}", ""]
     md.append(to_markdown(rows))
     files[1].write_text("\n".join(md))
-    files += plots.roofline(writer.data, Path(stem + ".roofline"), ops=writer.data["ops_placed"])
+    files += roofline.roofline(writer.data, Path(stem + ".roofline"), ops=writer.data["ops_placed"])
     print(to_markdown(rows))
     print(s["line"])
     if profile.get("not_executed"):
