@@ -5,7 +5,8 @@ drawn for and continued dotted up to higher peaks), measured compute peaks per d
 their kernel), theoretical peaks dashed, intensity-sweep points, and placed model ops (marker =
 model, colour = class, size = share of its model's time) and, in a boxed note, the dispatch (CPU)
 or launch (GPU) latency floor: below a few times that per call, an op's time is overhead, whatever
-its intensity. Labels are placed by charts.labels (peaks, then roofs, theoretical peaks, then
+its intensity. Ceilings that cannot be true (roofline.implausible) are drawn grey and dashed,
+never as roofs, and named with the reason under the panel. Labels are placed by charts.labels (peaks, then roofs, theoretical peaks, then
 ops, heaviest first). roofline_figure returns the Figure (tests inspect it); roofline() saves it
 as PNG and SVG.
 """
@@ -20,9 +21,20 @@ from pathlib import Path
 import numpy as np
 from matplotlib.lines import Line2D
 
-from ..roofline import Roofline
+from ..roofline import Roofline, unit_of
 from .labels import LabelPlacer, enough_log_ticks, geom
-from .style import CLASS_COLORS, DTYPE_COLORS, DTYPE_SHORT, LEVEL_COLORS, MODEL_MARKERS, fmt_ns, plt, save, title
+from .style import (
+    CLASS_COLORS,
+    DTYPE_COLORS,
+    DTYPE_SHORT,
+    FLAGGED_COLOR,
+    LEVEL_COLORS,
+    MODEL_MARKERS,
+    fmt_ns,
+    plt,
+    save,
+    title,
+)
 
 
 def _op_threads(o: dict, default: int) -> int:
@@ -102,6 +114,7 @@ def _panel(ax, result, rf: Roofline, threads, ops, markers) -> dict:
     # continued dotted up to the higher FP32/FP64 peak (not to tensor-core peaks, 10-100x above)
     above = sorted({v for d, v in top_of.items() if cap and v > cap * 1.001 and d in ("float32", "float64")})
     lows = []
+    handles = []
     roof_info = []
     for c in roofs:
         color = LEVEL_COLORS.get(c["level"], "#444444")
@@ -122,10 +135,18 @@ def _panel(ax, result, rf: Roofline, threads, ops, markers) -> dict:
         roof = c["value"] >= top_of[c["dtype"]]
         ax.plot([x0, xmax], [c["value"]] * 2, color=color, lw=2 if roof else 0.9, alpha=1 if roof else 0.8)
         peak_info.append(dict(c, _x0=x0, _roof=roof))
+    flagged = rf.flagged_ceilings(threads)  # cannot be true: grey, dashed, named with the reason
+    for c in flagged:
+        if c["kind"] == "bandwidth":
+            xs = np.geomspace(xmin, xmax, 64)
+            ax.plot(xs, xs * c["value"], color=FLAGGED_COLOR, lw=0.9, ls=(0, (4, 3)), alpha=0.8)
+        elif c["kind"] == "compute":
+            ax.plot([xmin, xmax], [c["value"]] * 2, color=FLAGGED_COLOR, lw=0.9, ls=(0, (4, 3)), alpha=0.8)
+    if flagged:
+        handles.append(Line2D([], [], color=FLAGGED_COLOR, lw=0.9, ls=(0, (4, 3)), label="cannot be true: not a roof"))
     theo = [p for p in _theoretical(result) if p["threads"] == threads]
     for p in theo:
         ax.axhline(p["gflops"], color=DTYPE_COLORS.get(p["dtype"], "#222222"), ls="--", lw=0.9, alpha=0.7)
-    handles = []
     if sweep:
         xs = [p["flops_per_byte"] for p in sweep]
         ys = [p["gflops"]["median"] for p in sweep]
@@ -202,6 +223,7 @@ def _panel(ax, result, rf: Roofline, threads, ops, markers) -> dict:
         "xlim": (xmin, xmax),
         "ylim": (ymin, ymax),
         "floor": overhead_floor(result),
+        "flagged": flagged,
     }
 
 
@@ -321,6 +343,8 @@ def _place_labels(ax, panel: dict, label_top: int) -> None:
                 (x, y, 0, -d * 1.2, "center", "top"),
             ]
         placer.place(name, cands, required=False, fontsize=6.5, color="#222222", bbox={**box, "alpha": 0.7})
+    for c in panel.get("flagged", []):
+        notes.append(f"not a roof, cannot be true: {c['name']} {c['value']:.3g} {unit_of(c)} ({c['why']})")
     placer.flush_notes(notes)
 
 

@@ -12,6 +12,7 @@ and the others go on.
 
 from __future__ import annotations
 
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -229,6 +230,24 @@ def find_ceilings(out_dir: Path, machine_id: str, device: str, explicit: str | N
     )
 
 
+def roofs_for(writer, ceil: dict, threads: int, device: str) -> place.Roofs:
+    """The roofs ops are placed on; when those of ``threads`` cannot be true and another thread
+    count's are used, the one-line note is printed and kept in the result's notes."""
+    roofs = place.Roofs(ceil, threads, device)
+    if roofs.note:
+        print(f"note: {roofs.note}")
+        writer.data.setdefault("notes", []).append(roofs.note)
+    return roofs
+
+
+def _warn_above_roof(writer, placed: list[dict], name: str = "name") -> None:
+    line = place.above_roof_warning(placed, name)
+    if line:
+        print(line, file=sys.stderr)
+        writer.data.setdefault("notes", []).append(line.removeprefix("warning: "))
+        writer.save()
+
+
 def _use_ceilings(writer, ceil: dict, src: str) -> None:
     writer.data.update(ceilings=ceil["ceilings"], ceilings_source=src, classification_rule=place.RULE)
     for part in ("cpu", "gpu"):
@@ -282,7 +301,7 @@ def run_suite(
         (name, catalog.distinct(catalog.model_ops(name, **kw))) for name, kw in catalog.suite_for(model, batch, seq)
     ]
     progress.start(sum(len(o) for _, o in groups))
-    roofs = place.Roofs(ceil, threads if device == "cpu" else 0, device)
+    roofs = roofs_for(writer, ceil, threads if device == "cpu" else 0, device)
     all_placed, summaries = [], []
     for name, ops_list in groups:
         t0 = time.monotonic()
@@ -301,6 +320,7 @@ def run_suite(
     files = _finish_outputs(writer, all_placed, summaries)
     for s in summaries:
         print(s["line"])
+    _warn_above_roof(writer, all_placed)
     for f in files:
         print(f"table:  {f}")
     progress.done(None)
@@ -334,7 +354,7 @@ def place_command(ops_list, unsupported, args, source: str) -> int:
         print(f"skipped: {u.get('op')}: {u['error']}")
     progress = RichProgress(f"placing {Path(source).name}")
     progress.start(len(ops_list))
-    roofs = place.Roofs(ceil, threads if device == "cpu" else 0, device)
+    roofs = roofs_for(writer, ceil, threads if device == "cpu" else 0, device)
     try:
         placed, errors = measure_ops(
             ops_list, roofs, device=device, threads=threads, quick=args.quick, machine=writer.data["machine"],
@@ -355,6 +375,7 @@ def place_command(ops_list, unsupported, args, source: str) -> int:
     if placed:
         print(place.to_markdown(placed))
     print(s["line"])
+    _warn_above_roof(writer, placed)
     for e in writer.data["errors"]:
         print(f"error: {e['label']}: {e['error']}")
     print(f"result: {writer.path}")

@@ -144,7 +144,7 @@ def summarize(
     for r in placed:
         roof_t = max(r["predicted_s"].values())
         r["time_above_roof_s"] = max(0.0, r["runtime_s"] - roof_t)
-    worst = sorted(placed, key=lambda r: -r["time_above_roof_s"])[:3]
+    worst = sorted((r for r in placed if r["time_above_roof_s"] > 0), key=lambda r: -r["time_above_roof_s"])[:3]
     below = sum(r["runtime_s"] for r in placed if r["below_roof"])
     listed = [r for r in rows if not r.get("parts")]
     s = {
@@ -237,6 +237,7 @@ def to_markdown(rows: list[dict]) -> str:
         if r.get("parts") and "pct_of_roof" in r:
             perf = f"{r['achieved_gflops']:.3g} | {r['attainable_gflops']:.3g} | {r['pct_of_roof']:.0f}%"
             cls = r["class"] + (" (below roof)" if r["below_roof"] else "")
+            cls += " (ABOVE its roof: roof or work count wrong)" if r.get("above_roof") else ""
         else:
             perf, cls = "- | - | -", r["class"] + (f": {r['note']}" if r.get("note") else "")
         out.append(
@@ -298,7 +299,7 @@ def place_profile(profile: dict, args, source: str, ready: dict) -> dict:
     from ..charts import roofline
     from ..progress import RichProgress
     from ..results import ResultWriter
-    from .measure import _device_name, _use_ceilings
+    from .measure import _device_name, _use_ceilings, _warn_above_roof, roofs_for
 
     device, desc = ready["device"], ready["machine"]
     ceil, src, out = ready["ceilings"], ready["ceilings_source"], Path(args.out)
@@ -315,7 +316,7 @@ def place_profile(profile: dict, args, source: str, ready: dict) -> dict:
     }
     writer = ResultWriter(out, desc, "runtime", device, config)
     _use_ceilings(writer, ceil, src)
-    roofs = place.Roofs(ceil, profile["threads"] if device == "cpu" else 0, device)
+    roofs = roofs_for(writer, ceil, profile["threads"] if device == "cpu" else 0, device)
     rows = profile["rows"]
     place_rows(rows, roofs, f"library-{device}")
     own = []
@@ -360,6 +361,7 @@ def place_profile(profile: dict, args, source: str, ready: dict) -> dict:
     files += roofline.roofline(writer.data, Path(stem + ".roofline"), ops=writer.data["ops_placed"])
     print(to_markdown(rows))
     print(s["line"])
+    _warn_above_roof(writer, rows, "node")
     if profile.get("not_executed"):
         names = [n["node"] for n in profile["not_executed"]]
         print(f"not run as nodes ({len(names)}, folded or removed by the runtime): {', '.join(names[:6])}"
