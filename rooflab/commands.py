@@ -280,14 +280,15 @@ def _family_summary(data: dict) -> None:
 
     family_report.add_pct_of_library(data["records"])
     prefix = f"{data['device']}.{data['suite']}."  # said once in the title: a narrow terminal folds names
-    t = Table(title=f"{data['suite']} ({data['machine']['id']}, {data['device']}): variants {prefix}*")
-    for col in ("variant", "case", "figure", "% of library", "status"):
-        right = col in ("figure", "% of library")
+    t = Table(title=f"{data['suite']} ({data['machine']['id']}, {data['device']}): variants {prefix}*, T = threads")
+    for col in ("variant", "case", "T", "figure", "% of library", "status"):  # T: threads
+        right = col in ("T", "figure", "% of library")
         t.add_column(col, justify="right" if right else "left", no_wrap=right, overflow="fold")
-    for variant, label, value, unit, pct, status in family_report.table(data["records"]):
+    for variant, label, threads, value, unit, pct, status in family_report.table(data["records"]):
         t.add_row(
             variant.removeprefix(prefix),
             label,
+            "-" if threads is None else str(threads),
             "-" if value is None else f"{value:.4g} {unit}",
             "-" if pct is None else f"{pct:.0f}%",
             status,
@@ -393,6 +394,12 @@ def cmd_compare(args) -> int:
     if len(args.results) < 2:
         raise RooflabError("compare needs at least two result files", "rooflab compare A.json B.json")
     data = [load(p) for p in args.results]
+    for path, d in zip(args.results, data):
+        if not d.get("ceilings"):
+            raise RooflabError(
+                f"{path} has no ceilings (a {d.get('suite')!r} result): compare compares ceilings",
+                "pass result files written by `rooflab run` (suite ceilings), or by `rooflab place`",
+            )
     kinds = {d.get("device") for d in data}
     if len(kinds) > 1:
         print(f"note: comparing different devices ({', '.join(sorted(kinds))})", file=sys.stderr)
@@ -405,12 +412,13 @@ def cmd_compare(args) -> int:
         t.add_column(chr(65 + i), justify="right")
         if i:
             t.add_column(f"{chr(65 + i)}/A", justify="right")
-    regressions = []
+    regressions, missing = [], 0
     for r in rows:
         cells = [r["name"], r["unit"], f"{r['values'][0]:.4g}"]
         for v, ratio in zip(r["values"][1:], r["ratios"]):
             if v is None:
                 cells += ["-", "-"]
+                missing += 1
                 continue
             worse = (ratio > 1 + thr) if r["lower_is_better"] else (ratio < 1 - thr)
             if worse:
@@ -418,8 +426,12 @@ def cmd_compare(args) -> int:
             cells += [f"{v:.4g}", f"[red]{ratio:.3f}[/red]" if worse else f"{ratio:.3f}"]
         t.add_row(*cells)
     _console().print(t)
+    if missing:
+        print(f"{missing} ceiling(s) of A have no counterpart in the other file(s) (shown as -): not compared")
     if regressions:
-        print(f"regressed beyond {args.threshold:g}%: {len(regressions)} ceiling(s): {', '.join(regressions[:8])}")
+        print(f"regressed beyond {args.threshold:g}%: {len(regressions)} ceiling(s):")
+        for name in regressions:  # every one, never a cut list
+            print(f"  {name}")
         return 1
     print(f"no ceiling regressed beyond {args.threshold:g}%")
     return 0

@@ -68,7 +68,13 @@ def add_pct_of_library(records: list[dict]) -> list[dict]:
         if r.get("library"):
             library.setdefault((_group(r), _case_key(r)), []).append(r)
     for r in ok:
-        lib = next((b for b in library.get((_group(r), _case_key(r)), []) if _same_params(r, b)), None)
+        group = _group(r)
+        cands = library.get((group, _case_key(r)), [])
+        if not group[1]:  # a rung that declares no op (gemm 01-03) computes its family library's op
+            cands = [b for (g, k), bs in library.items() if g[0] == group[0] and k == _case_key(r) for b in bs]
+            if len({_group(b)[1] for b in cands}) > 1:  # several ops in the family: ambiguous, none
+                cands = []
+        lib = next((b for b in cands if _same_params(r, b)), None)
         value, unit = rate(r)
         base, _ = rate(lib) if lib else (None, "")
         if value and base:
@@ -77,17 +83,18 @@ def add_pct_of_library(records: list[dict]) -> list[dict]:
 
 
 def table(records: list[dict]) -> list[tuple]:
-    """Rows (variant, case, figure, unit, % of library, status) in run order; the case label
-    without the variant's name, which the labels repeat at their start or end."""
+    """Rows (variant, case, threads, figure, unit, % of library, status) in run order; the case
+    label without the variant's name, which the labels repeat at their start or end. The thread
+    count tells apart the rows of a rung run at 1 thread and at all cores."""
     rows = []
     for r in records:
         value, unit = rate(r)
         pct = r.get("pct_of_library")
         label = (r.get("label") or r["variant"]).removeprefix(r["variant"]).removesuffix(r["variant"]).strip() or "-"
         if r.get("status") != "ok":
-            rows.append((r["variant"], label, None, "", None, f"failed: {r.get('error', '')[:80]}"))
+            rows.append((r["variant"], label, r.get("threads"), None, "", None, f"failed: {r.get('error', '')[:80]}"))
         else:
-            rows.append((r["variant"], label, value, unit, pct, "noisy" if r.get("noisy") else "ok"))
+            rows.append((r["variant"], label, r.get("threads"), value, unit, pct, "noisy" if r.get("noisy") else "ok"))
     return rows
 
 
