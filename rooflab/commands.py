@@ -134,6 +134,9 @@ def cmd_run(args) -> int:
             cupy.cuda.Device(args.gpu).use()
         threads = check_threads(args.threads) if args.threads is not None else max_threads()
         max_ws = parse_size(args.max_working_set) if args.max_working_set else None
+        from .memory import set_working_set_limit
+
+        set_working_set_limit(max_ws)  # every suite that sizes its own arrays honours it
         if max_ws and device == "cpu":  # refused before anything is written
             from .memory import require_fits
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from rooflab import cli
 
 RESULTS = Path(__file__).resolve().parent.parent / "results" / "intel-xeon-2c"
@@ -44,3 +46,68 @@ def test_compare_refuses_a_file_without_ceilings(tmp_path, capsys):
     cap = capsys.readouterr()
     assert "has no ceilings" in cap.err and "'gemm'" in cap.err
     assert "no ceiling regressed" not in cap.out
+
+
+def _array_bytes(case) -> int:
+    import math
+
+    import numpy as np
+
+    s = case.size
+    if isinstance(s, dict):
+        dims = [v for k, v in s.items() if k in ("numel", "rows", "cols", "N", "C", "H", "W") and isinstance(v, int)]
+        n = math.prod(dims)
+    else:
+        n = int(s)
+    return n * np.dtype(case.dtype).itemsize
+
+
+@pytest.fixture
+def big_llc(monkeypatch):
+    """The issue's VM: the OS reports a 480 MiB L3 (4x = 1.9 GiB per array); plenty of free memory."""
+    from rooflab import memory
+    from rooflab.families import elementwise
+
+    monkeypatch.setattr(elementwise, "_llc_bytes", lambda: 480 << 20)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 64 << 30)
+    yield
+    memory.set_working_set_limit(None)
+
+
+def test_a_quick_elementwise_run_fits_in_4_gb(big_llc):
+    from rooflab.families import elementwise
+
+    cases = elementwise.cases(quick=True, threads=[1, 2])
+    biggest = max(_array_bytes(c) for c in cases)
+    assert elementwise.LIVE_ARRAYS * biggest <= 3.1 * (1 << 30)  # (shapes round up rows) + interpreter < 4 GB
+    assert biggest >= 256 << 20  # still far beyond any real cache slice of such a VM
+
+
+def test_every_suite_honours_max_working_set(big_llc):
+    from rooflab import memory
+    from rooflab.families import chase, elementwise
+
+    memory.set_working_set_limit(512 << 20)
+    assert max(_array_bytes(c) for c in elementwise.cases(quick=True, threads=[2])) <= 512 << 20
+    assert max(c.size for c in chase.cases(quick=True, llc=480 << 20)) <= 512 << 20
+
+
+def test_elementwise_checks_free_memory_before_it_allocates(big_llc, monkeypatch):
+    from rooflab import memory
+    from rooflab.errors import RooflabError
+    from rooflab.families import elementwise
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 4 << 20)  # nothing free
+    with pytest.raises(RooflabError, match="memory is free"):
+        elementwise.cases(quick=False, threads=[1])
+
+
+def test_a_max_working_set_too_small_for_dram_is_refused_in_one_line(big_llc):
+    from rooflab import memory
+    from rooflab.errors import RooflabError
+    from rooflab.families import elementwise
+
+    memory.set_working_set_limit(100 << 20)
+    with pytest.raises(RooflabError, match="max-working-set") as e:
+        elementwise.cases(quick=True, threads=[2])
+    assert "256M or more" in e.value.fix
