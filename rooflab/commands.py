@@ -53,8 +53,10 @@ def cmd_info(args) -> int:
     from . import machine
     from .cpu.backend import probe_clock
 
-    probe = probe_clock(1)
-    m = machine.describe(measured_ghz=min(probe) if probe else None)
+    m = machine.describe()
+    ghz, which = _info_clock(m["id"], Path("results"), probe_clock)
+    if ghz:
+        m = machine.describe(measured_ghz=ghz)
     c = _console()
     cpu = m["cpu"]
     c.print(f"[bold]{cpu['model']}[/bold]  (machine id [cyan]{m['id']}[/cyan], host {m['hostname']})")
@@ -73,7 +75,7 @@ def cmd_info(args) -> int:
         )
     c.print(
         f"  clock: nominal {cpu['nominal_ghz'] or 0:.3f} GHz ({cpu['nominal_ghz_source']}), "
-        f"measured {cpu.get('measured_ghz') or float('nan'):.3f} GHz (dependent-add chain)"
+        f"measured {cpu.get('measured_ghz') or float('nan'):.3f} GHz ({which})"
     )
     fu = cpu["fma_units"]
     c.print(
@@ -109,6 +111,27 @@ def cmd_info(args) -> int:
     else:
         c.print(f"  GPU: none usable ({gpus.get('reason')})", markup=False)
     return 0
+
+
+def _info_clock(machine_id: str, out: Path, probe_clock) -> tuple[float | None, str]:
+    """The one clock `info` shows, and which it is: the newest ceilings run's of this machine under
+    ``out`` (the best running clock probed in that run, its FMA kernels included: the clock its
+    theoretical peaks and plots use), else a dependent-add probe now (best of its samples; an idle
+    core may not have reached the clock a run reaches under load)."""
+    from .results import load, run_clock
+
+    for path in sorted((out / machine_id).glob("rooflab-ceilings-cpu-*.json"), reverse=True):
+        try:
+            data = load(path)
+        except RooflabError:
+            continue
+        ghz, _ = run_clock(data)
+        if ghz and str(data.get("status", "")).startswith("complete"):
+            return ghz, f"the clock of run {path.name}, probed around its kernels, FMA included"
+    probe = probe_clock(1)
+    if not probe:
+        return None, "no clock probe on this machine"
+    return max(probe), "probed now, dependent-add chain; no run of this machine here yet"
 
 
 # ---- run ---------------------------------------------------------------------------------------
@@ -361,12 +384,16 @@ def _agreement(writer, out: Path) -> None:
 
 def cmd_plot(args) -> int:
     from . import charts
-    from .charts import family, roofline
+    from .charts import family
+    from .report import kind_of
     from .results import load
 
     data = load(args.result)
     stem = Path(args.output) if args.output else Path(args.result).with_suffix("")
-    if data.get("suite") not in ("ceilings", "models"):  # a kernel family's run: its own charts
+    at = None  # -o X.png: the roofline at X.png (and .svg), the other charts beside it
+    if stem.suffix in (".png", ".svg"):
+        at, stem = stem, stem.with_suffix("")
+    if kind_of(data) == "family":  # a kernel family's run: its own charts
         from .models.measure import find_ceilings
 
         try:  # the newest ceilings of that machine beside the result (results/<machine>/...)
@@ -374,13 +401,9 @@ def cmd_plot(args) -> int:
                                      data.get("device", "cpu"), None)[0]  # fmt: skip
         except (RooflabError, KeyError):
             ceilings = None
-        files = family.chart(data, stem.with_suffix("") if stem.suffix in (".png", ".svg") else stem, ceilings)
-    elif args.output and stem.suffix in (".png", ".svg"):
-        files = roofline.roofline(data, stem, ops=data.get("ops_placed"))
-    elif data.get("suite") not in (None, "ceilings", "models"):  # a family's run: the chart `run` drew
-        files = family.chart(data, stem)
-    else:
-        files = charts.all_plots(data, stem, ops=data.get("ops_placed"))
+        files = family.chart(data, stem, ceilings)
+    else:  # ceilings, or ops placed on them: roofline, staircase (with sweeps), latency chart
+        files = charts.all_plots(data, stem, ops=data.get("ops_placed"), roofline_at=at)
     for f in files:
         print(f)
     return 0

@@ -111,3 +111,56 @@ def test_a_max_working_set_too_small_for_dram_is_refused_in_one_line(big_llc):
     with pytest.raises(RooflabError, match="max-working-set") as e:
         elementwise.cases(quick=True, threads=[2])
     assert "256M or more" in e.value.fix
+
+
+def _help_of(parser, command: str, flag: str) -> str | None:
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    return next(a.help for a in sub._actions if flag in a.option_strings)
+
+
+def test_run_help_lists_only_models_that_exist():
+    from rooflab.models.catalog import MODELS
+
+    text = _help_of(cli.build_parser(), "run", "--model")
+    listed = text.split(":", 1)[1].split("(")[0].replace(",", " ").split()
+    assert listed == list(MODELS)  # `gpt2` was listed; the catalog has gpt2-decode and gpt2-prefill
+
+
+def test_place_help_describes_every_flag_and_its_hints_name_flags_it_accepts():
+    from rooflab.models import measure
+
+    p = cli.build_parser()
+    for flag in ("--device", "--threads", "--out", "--quick", "--ceilings"):
+        assert _help_of(p, "place", flag), flag
+    src = Path(measure.__file__).read_text()
+    assert "max-working-set" not in src  # place rejects it: never its hint
+    assert _help_of(p, "place", "--batch")  # the flag the too-big hint names
+
+
+def test_bad_ops_are_reported_by_name():
+    from rooflab.models.userops import parse_ops
+
+    ok, bad = parse_ops([{"name": "my_conv", "kind": "conv2d", "shape": {}}, {"kind": "warp"}, {"kind": "relu"}])
+    assert [b["op"] for b in bad] == ["my_conv", "op 1 (warp)", "op 2 (relu)"]
+
+
+def test_info_shows_the_clock_of_the_newest_run_and_says_so(tmp_path):
+    from rooflab import commands
+
+    d = json.loads(CEILINGS.read_text())
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / CEILINGS.name).write_text(json.dumps(d))
+    probed = []
+    ghz, which = commands._info_clock("m", tmp_path, lambda t: probed.append(t) or [3.692])
+    assert ghz == pytest.approx(d["machine"]["cpu"]["measured_ghz"]) and CEILINGS.name in which
+    assert not probed  # one clock: the run's, not a second one probed now
+    ghz, which = commands._info_clock("other", tmp_path, lambda t: [3.5, 3.692])
+    assert ghz == 3.692 and "probed now" in which
+
+
+@pytest.mark.slow  # draws three charts (~5 s)
+def test_plot_with_a_png_name_writes_roofline_and_staircase(tmp_path, capsys):
+    assert cli.main(["plot", str(CEILINGS), "-o", str(tmp_path / "x.png")]) == 0
+    assert (tmp_path / "x.png").exists() and (tmp_path / "x.bandwidth.png").exists()
+    assert cli.main(["plot", str(MODELS), "-o", str(tmp_path / "m.png")]) == 0  # ops placed: a roofline
+    assert (tmp_path / "m.png").exists()

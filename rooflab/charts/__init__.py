@@ -14,15 +14,16 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def all_plots(result: dict, stem: Path, ops: list[dict] | None = None) -> list[Path]:
-    """The ceilings charts of a result: roofline, bandwidth staircase (when it has a bandwidth
-    sweep or chase records) and the latency chart (when it has a latency path)."""
+def all_plots(result: dict, stem: Path, ops: list[dict] | None = None, roofline_at: Path | None = None) -> list[Path]:
+    """The ceilings charts of a result: roofline (at ``roofline_at`` when given, else
+    STEM.roofline), bandwidth staircase (when it has a bandwidth sweep or chase records) and the
+    latency chart (when it has a latency path), each as PNG and SVG."""
     from .latency import latency
     from .roofline import roofline
     from .staircase import bandwidth, chase_points
 
     stem = Path(stem)
-    files = roofline(result, stem.parent / (stem.name + ".roofline"), ops=ops)
+    files = roofline(result, roofline_at or stem.parent / (stem.name + ".roofline"), ops=ops)
     if result.get("sweeps", {}).get("bandwidth") or chase_points(result):
         files += bandwidth(result, stem.parent / (stem.name + ".bandwidth"))
     files += latency(result, stem.parent / (stem.name + ".latency"))

@@ -157,7 +157,12 @@ def measure_ops(ops_list, roofs, *, device, threads, quick, machine, writer=None
         try:
             need = _footprint(op)
             if device == "cpu":
-                require_fits(need, f"op {op['name']!r} ({fmt_bytes(need)})")
+                require_fits(
+                    need,
+                    f"op {op['name']!r} ({fmt_bytes(need)})",
+                    hint="free memory, or place the op at a smaller shape (OPS.json: its shape; a model: a smaller "
+                    "batch with `rooflab export --batch` or `place --runtime --batch`)",
+                )
             else:
                 import cupy
 
