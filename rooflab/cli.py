@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-working-set",
         default=None,
         metavar="SIZE",
-        help="largest bandwidth-sweep working set, e.g. 64M or 2G (default: 4x the LLC)",
+        help="largest working set any suite allocates (bandwidth sweep, pointer chase, elementwise arrays), "
+        "e.g. 512M or 2G (default: 4x the LLC, within free memory)",
     )
     r.add_argument(
         "--budget",

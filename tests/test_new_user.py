@@ -164,3 +164,13 @@ def test_plot_with_a_png_name_writes_roofline_and_staircase(tmp_path, capsys):
     assert (tmp_path / "x.png").exists() and (tmp_path / "x.bandwidth.png").exists()
     assert cli.main(["plot", str(MODELS), "-o", str(tmp_path / "m.png")]) == 0  # ops placed: a roofline
     assert (tmp_path / "m.png").exists()
+
+
+def test_the_readme_setup_line_ends_in_the_quick_run_and_its_times_match_the_help():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    setup = readme.split("```bash\n", 1)[1].split("```", 1)[0].strip()
+    assert setup.endswith("rooflab run --quick")  # not a full run of many minutes
+    prose = " ".join(readme.split("## The CLI")[0].split())
+    help_ = _help_of(cli.build_parser(), "run", "--quick")
+    for said in ("about 90 s", "under 10 min"):
+        assert said in prose and said in help_
