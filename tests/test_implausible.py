@@ -139,3 +139,30 @@ def test_the_run_measures_impossible_ceilings_once_more(monkeypatch):
     clean = synthetic()
     clean["notes"] = []
     assert sc.remeasure_implausible(_Driver(), _Writer(clean), suite, None) == []
+
+
+@pytest.mark.slow  # draws a two-panel chart (~5-10 s on a shared 2-core VM)
+def test_the_family_chart_places_close_1_and_2_thread_peaks_without_overlap_and_skips_false_roofs():
+    from rooflab.charts import family
+    from tests.test_plots import labels, overlapping_labels
+
+    ceil = synthetic(op_threads=())
+    for c in ceil["ceilings"]:  # the VM: the 2-thread FP32 peak barely above the 1-thread one
+        if c["kind"] == "compute" and c["dtype"] == "float32":
+            c["name"] = f"FP32 FMA peak, {c['threads']}T"
+            c["value"] = 100.0 if c["threads"] == 1 else 104.0
+    ceil["ceilings"].append(dict(ceil["ceilings"][0], name="FP64 broken, 2T", threads=2, value=0.2,
+                                 fraction_of_theoretical=0.001))  # fmt: skip
+    recs = [
+        {"variant": f"cpu.gemm.{v}", "status": "ok", "threads": t, "library": v.startswith("00"),
+         "gflops": {"median": g}, "work": {"flops": 2 * n**3, "bytes": 12 * n * n}, "shape": {"M": n}}
+        for v, t, g, n in (("00-numpy-blas", 1, 90, 512), ("00-numpy-blas", 2, 95, 512), ("05-multithreaded", 2, 80, 512),
+                           ("01-naive", 1, 1, 128))
+    ]  # fmt: skip
+    result = {"suite": "gemm", "device": "cpu", "machine": ceil["machine"], "records": recs}
+    fig = family.chart_figure(result, ceil)
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    placed = [t.get_text() for ax in fig.axes for t in labels(ax)]
+    assert "FP32 FMA peak, 1T" in placed and "FP32 FMA peak, 2T" in placed
+    assert overlapping_labels(fig) == []
+    assert not any("FP64 broken" in t for t in texts)  # a ceiling that cannot be true is no roof

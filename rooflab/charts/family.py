@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..family_report import rate
+from ..roofline import Roofline
+from .labels import LabelPlacer, geom
 from .style import plt
 
 FAMILY_CHARTS = {"conv": "conv"}  # suite -> module of rooflab.charts with a charts(result, out, ceilings)
@@ -40,15 +42,37 @@ def chart(result: dict, out: Path, ceilings: dict | None = None) -> list[Path]:
         if chase_points(result):
             files += bandwidth(result, Path(f"{out}.staircase"))
         return files
+    fig = chart_figure(result, ceilings)
+    if fig is None:
+        return []
+    files = []
+    for ext in ("png", "svg"):
+        path = Path(f"{out}.{ext}")
+        fig.savefig(path, dpi=130)
+        files.append(path)
+    plt.close(fig)
+    return files + family_charts(result, out, ceilings)
+
+
+def _roofs(ceilings: dict | None) -> list[dict]:
+    """The ceilings that are roofs (those that cannot be true, roofline.implausible, are not)."""
+    return Roofline(ceilings).ceilings if ceilings else []
+
+
+def chart_figure(result: dict, ceilings: dict | None = None):
+    """The Figure of chart() for a rate family (None without an ok record). Peak and roof labels
+    are placed by charts.labels once the layout is final: the 1- and 2-thread peaks of a dtype sit
+    close together and their labels must not overlap."""
     recs = [r for r in result.get("records", []) if r.get("status") == "ok" and rate(r)[0]]
     units = sorted({rate(r)[1] for r in recs})
     if not recs:
-        return []
+        return None
+    pending: list = []  # (ax, text, flat value, slope, side): placed after the layout
     on_roof = [r for r in recs if (r.get("work") or {}).get("flops") and (r.get("work") or {}).get("bytes")]
     panels = len(units) + (1 if on_roof else 0)
     fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.8), squeeze=False)
     if on_roof:
-        _roofline_panel(axes[0][-1], on_roof, ceilings)
+        pending += _roofline_panel(axes[0][-1], on_roof, ceilings)
     for ax, unit in zip(axes[0], units):
         by_variant: dict = {}
         for r in recs:
@@ -66,12 +90,11 @@ def chart(result: dict, out: Path, ceilings: dict | None = None) -> list[Path]:
                 label=name + (" (library)" if lib else ""),
             )
         threads = {r.get("threads") for r in recs}
-        for c in (ceilings or {}).get("ceilings", []):
+        for c in _roofs(ceilings):
             kind = {"GFLOP/s": "compute", "GB/s": "bandwidth"}.get(unit)
             if c["kind"] == kind and c["threads"] in threads and (kind == "compute" or c.get("level") == "DRAM"):
                 ax.axhline(c["value"], color="0.5", lw=0.8, ls=":")
-                ax.annotate(c["name"], (1.0, c["value"]), xycoords=("axes fraction", "data"), ha="right",
-                            va="bottom", fontsize=6, color="0.35")  # fmt: skip
+                pending.append((ax, c["name"], c["value"], None, "right"))
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("work per call (FLOP, or bytes where the case does no arithmetic)")
@@ -84,13 +107,22 @@ def chart(result: dict, out: Path, ceilings: dict | None = None) -> list[Path]:
     )
     fig.suptitle(f"rooflab {result.get('suite')} on {where}", fontsize=11)
     fig.tight_layout()
-    files = []
-    for ext in ("png", "svg"):
-        path = Path(f"{out}.{ext}")
-        fig.savefig(path, dpi=130)
-        files.append(path)
-    plt.close(fig)
-    return files + family_charts(result, out, ceilings)
+    fig.canvas.draw()
+    placers: dict = {}
+    for ax, text, value, slope, side in pending:
+        placer = placers.setdefault(ax, LabelPlacer(ax))
+        lo, hi = ax.get_xlim()
+        xs = geom(lo * 1.3, hi / 1.05, 10)
+        xs = xs[::-1] if side == "right" else xs
+        cands = []
+        for dy in (1.5, -1.5, 8, -8, 15, -15):
+            for x in xs:
+                y = x * slope if slope else value
+                cands.append((x, y, 0, dy, side if not slope else "left", "bottom" if dy > 0 else "top"))
+        placer.place(text, cands, required=True, fontsize=6, color="0.3")
+    for placer in placers.values():
+        placer.flush_notes()
+    return fig
 
 
 def family_charts(result: dict, out: Path, ceilings: dict | None = None) -> list[Path]:
@@ -108,24 +140,26 @@ def family_charts(result: dict, out: Path, ceilings: dict | None = None) -> list
     return mod.charts(result, out, ceilings)
 
 
-def _roofline_panel(ax, recs: list[dict], ceilings: dict | None) -> None:
+def _roofline_panel(ax, recs: list[dict], ceilings: dict | None) -> list:
     """Every case as a point at (declared FLOP per minimum byte, GFLOP/s), under this machine's
-    measured roofs when a ceilings result is at hand: the ladder on the roofline."""
+    measured roofs when a ceilings result is at hand: the ladder on the roofline. Returns the roof
+    labels to place once the layout is final."""
     import numpy as np
 
     threads = {r.get("threads") for r in recs}
     xs = [r["work"]["flops"] / r["work"]["bytes"] for r in recs]
     lo, hi = min(xs) / 4, max(xs) * 4
     grid = np.geomspace(lo, hi, 200)
-    for c in (ceilings or {}).get("ceilings", []):
+    pending = []
+    for c in _roofs(ceilings):
         if c["threads"] not in threads:
             continue
         if c["kind"] == "compute":
             ax.axhline(c["value"], color="0.4", lw=0.8)
-            ax.annotate(c["name"], (lo, c["value"]), fontsize=6, va="bottom", color="0.3")
+            pending.append((ax, c["name"], c["value"], None, "left"))
         elif c["kind"] == "bandwidth" and c.get("level") == "DRAM" and c.get("kernel") == "triad":
             ax.plot(grid, grid * c["value"], color="0.4", lw=0.8, ls="--")
-            ax.annotate(c["name"], (grid[0], grid[0] * c["value"]), fontsize=6, color="0.3", rotation=30)
+            pending.append((ax, c["name"], None, c["value"], "left"))
     by_variant: dict = {}
     for r, x in zip(recs, xs):
         by_variant.setdefault(r["variant"], []).append((x, r["gflops"]["median"], r.get("library")))
@@ -139,3 +173,4 @@ def _roofline_panel(ax, recs: list[dict], ceilings: dict | None) -> None:
     ax.set_ylabel("GFLOP/s")
     ax.set_title("on the measured roofline" if ceilings else "intensity (no ceilings result of this machine)")
     ax.grid(True, which="both", alpha=0.3)
+    return pending
