@@ -189,6 +189,7 @@ def order_violations(ceilings: list[dict]) -> list[str]:
 IMPLAUSIBLE_OF_THEORETICAL = 0.10  # a compute peak under 10 % of its theoretical rate
 LEVEL_INVERSION = 1.5  # a nearer (faster) level measuring under a farther one / 1.5
 THREADS_BELOW = 0.9  # an all-thread figure under 0.9x the 1-thread one of the same ceiling
+HIERARCHY = ("L1", "L2", "L3", "L4", "DRAM", "HBM")  # nearer (faster) first
 
 
 def implausible(ceilings: list[dict]) -> dict[tuple, str]:
@@ -201,7 +202,7 @@ def implausible(ceilings: list[dict]) -> dict[tuple, str]:
         f = c.get("fraction_of_theoretical")
         if c["kind"] == "compute" and f is not None and f < IMPLAUSIBLE_OF_THEORETICAL:
             out.setdefault(cid(c), f"{f:.0%} of its theoretical peak")
-    order = {name: i for i, name in enumerate(Roofline.LEVEL_ORDER)}
+    order = {name: i for i, name in enumerate(HIERARCHY)}  # not shared memory or host links: off the ladder
     groups: dict = {}
     for c in ceilings:
         if c["kind"] == "bandwidth" and c.get("level") in order:

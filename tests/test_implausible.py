@@ -181,3 +181,11 @@ def test_the_runtime_summary_never_lists_an_op_zero_ms_above_its_roof():
     s = runtime.summarize([row("slow", 2e-3, 1e-3), row("flatten", 1e-4, 5e-4)], [3e-3], "m", "ort", "cpu")
     assert [w["node"] for w in s["most_time_above_roof"]] == ["slow"]
     assert "flatten" not in s["line"]
+
+
+def test_a_gpu_s_shared_memory_and_host_link_are_off_the_level_ladder():
+    cs = [
+        {"name": n, "kind": "bandwidth", "level": lvl, "threads": 0, "kernel": "read", "value": v, "unit": "GB/s"}
+        for n, lvl, v in (("L2", "L2", 7000.0), ("HBM", "HBM", 3000.0), ("smem", "shared", 20000.0), ("pcie", "host", 25.0))
+    ]  # fmt: skip
+    assert roofline.implausible(cs) == {}
