@@ -143,10 +143,10 @@ def kind_of(d: dict) -> str:
     """What a result is to the report: ``ceilings`` (a machine measured), ``placement`` (ops placed
     on ceilings it carries: `place`, `place --runtime`, `run --suite models`) or ``family`` (a kernel
     family's rungs: gemm, conv, elementwise ...)."""
-    if d.get("suite") == "ceilings":
-        return "ceilings"
-    if d.get("ceilings_source") or d.get("suite") in ("place", "runtime", "models") or d.get("ops_placed"):
+    if d.get("ceilings_source") or d.get("suite") in ("place", "runtime", "models"):
         return "placement"
+    if d.get("suite") == "ceilings" or d.get("ceilings"):  # measured here (the latency suite derives some too)
+        return "ceilings"
     return "family"
 
 
@@ -159,7 +159,7 @@ def _notes_section(d: dict) -> str:
     return "<h2>Notes</h2><ul>" + "".join(f"<li>{_esc(n)}</li>" for n in notes) + "</ul>"
 
 
-def _family_section(d: dict) -> str:
+def _family_section(d: dict, chart: bool = True) -> str:
     """A kernel family's run: its table (every rung against the library on the same case and
     thread count) and its chart."""
     from . import family_report
@@ -177,7 +177,7 @@ def _family_section(d: dict) -> str:
         ["variant", "case", "threads", "figure", "unit", "% of library", "status"], rows
     )
     try:
-        out += _png_of(family.chart, d)
+        out += _png_of(family.chart, d) if chart else ""
     except StopIteration:  # nothing to draw (no ok record)
         pass
     return out
@@ -388,6 +388,9 @@ def build(results: list[dict]) -> str:
             continue
         if d.get("sweeps", {}).get("bandwidth") or staircase.chase_points(d):
             parts.append("<h2>Bandwidth and latency staircase</h2>" + _png_of(staircase.bandwidth, d))
-        parts += [_ceilings_section(d), _latency_section(d), _sweep_section(d), _ops_section(d), _notes_section(d)]
+        parts += [_ceilings_section(d), _latency_section(d), _sweep_section(d), _ops_section(d)]
+        if d.get("suite") not in (None, "ceilings") and d.get("records"):  # a family suite with ceilings
+            parts.append(_family_section(d, chart=False))  # its charts are the sections above
+        parts.append(_notes_section(d))
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -332,6 +332,8 @@ def remeasure_implausible(driver: Driver, writer, suite: list[Case], progress) -
     writer.data["notes"].append(
         f"re-measured {len(again)} case(s) behind ceilings that could not be true: {', '.join(n for n, _ in sorted(bad))}"
     )
+    if hasattr(progress, "extend"):
+        progress.extend(len(again))
     driver.run(again, writer, progress)
     writer.data["ceilings"] = derive_ceilings(writer.data)
     return again

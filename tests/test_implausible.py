@@ -189,3 +189,18 @@ def test_a_gpu_s_shared_memory_and_host_link_are_off_the_level_ladder():
         for n, lvl, v in (("L2", "L2", 7000.0), ("HBM", "HBM", 3000.0), ("smem", "shared", 20000.0), ("pcie", "host", 25.0))
     ]  # fmt: skip
     assert roofline.implausible(cs) == {}
+
+
+def test_a_re_measurement_keeps_the_progress_under_100_percent(capsys):
+    from rooflab.progress import RichProgress
+
+    p = RichProgress("t")
+    p.start(2)
+    p.extend(2)
+    for i in range(4):
+        p.step(f"s{i}")
+    p.close()
+    import re
+
+    pcts = [int(x) for x in re.findall(r"(\d+)% s", capsys.readouterr().err)]
+    assert pcts and max(pcts) < 100 and p.total == 4  # without extend: 150 %
