@@ -393,7 +393,7 @@ def cmd_plot(args) -> int:
     at = None  # -o X.png: the roofline at X.png (and .svg), the other charts beside it
     if stem.suffix in (".png", ".svg"):
         at, stem = stem, stem.with_suffix("")
-    if kind_of(data) == "family":  # a kernel family's run: its own charts
+    if kind_of(data) != "placement" and data.get("suite") not in (None, "ceilings"):  # a family's run: its charts
         from .models.measure import find_ceilings
 
         try:  # the newest ceilings of that machine beside the result (results/<machine>/...)
