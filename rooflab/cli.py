@@ -26,7 +26,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"rooflab {_version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    sub.add_parser("info", help="hardware, software and theoretical peaks (measures the clock, ~1 s)")
+    sub.add_parser(
+        "info",
+        help="hardware, software and theoretical peaks at one clock: the newest run's here (measured while its "
+        "kernels ran), else probed now (~1 s)",
+    )
 
     r = sub.add_parser("run", help="measure ceilings (and model ops) and write a result file + plots")
     r.add_argument("--device", default="cpu", help="cpu (default), cuda, or all")
@@ -40,14 +44,19 @@ def build_parser() -> argparse.ArgumentParser:
         "level of each ceiling: fleets), or a kernel family "
         "(gemm, conv, elementwise, chase, ...)",
     )
-    r.add_argument("--quick", action="store_true", help="smaller budgets and sweeps (~1 min on 2 cores)")
+    r.add_argument(
+        "--quick",
+        action="store_true",
+        help="2 passes, smaller sweeps: about 90 s on 2 cores (a full run: under 10 min)",
+    )
     r.add_argument("--threads", type=int, default=None, help="threads for the all-core figures (default: all cores)")
     r.add_argument("--out", default="results", help="results directory (default: results/)")
     r.add_argument(
         "--max-working-set",
         default=None,
         metavar="SIZE",
-        help="largest bandwidth-sweep working set, e.g. 64M or 2G (default: 4x the LLC)",
+        help="largest working set any suite allocates (bandwidth sweep, pointer chase, elementwise arrays), "
+        "e.g. 512M or 2G (default: 4x the LLC, within free memory)",
     )
     r.add_argument(
         "--budget",
@@ -56,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="time budget per measurement (default 0.3, --quick 0.08)",
     )
-    r.add_argument("--model", default=None, help="models suite: resnet50, bert-base, gpt2 (default: all)")
+    r.add_argument("--model", default=None, help=f"models suite: {', '.join(_models())} (default: all)")
     r.add_argument(
         "--batch", type=int, default=None, help="models suite: batch size (default: ResNet-50 at 1 and 32, BERT at 1)"
     )
@@ -69,19 +78,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--no-plot", action="store_true", help="do not write plots")
 
-    pl = sub.add_parser("plot", help="roofline and bandwidth charts (PNG + SVG) from a result file")
+    pl = sub.add_parser("plot", help="roofline, bandwidth staircase and latency chart (PNG + SVG) from a result file")
     pl.add_argument("result")
-    pl.add_argument("-o", "--output", default=None, help="output stem or .png/.svg path (default: next to the result)")
+    pl.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        help="output stem, or X.png/X.svg: the roofline there, the staircase at X.bandwidth.*, the latency chart at "
+        "X.latency.* (default: next to the result)",
+    )
 
     pc = sub.add_parser("place", help="time user-supplied ops (OPS.json or MODEL.onnx) and place them on a roofline")
     pc.add_argument("ops", help="OPS.json (see README) or MODEL.onnx")
     pc.add_argument(
         "--ceilings", default=None, metavar="RESULT.json", help="ceilings to place on (default: newest here)"
     )
-    pc.add_argument("--device", default="cpu")
-    pc.add_argument("--threads", type=int, default=None)
-    pc.add_argument("--out", default="results")
-    pc.add_argument("--quick", action="store_true")
+    pc.add_argument("--device", default="cpu", help="cpu (default) or cuda: where the ops run and whose ceilings")
+    pc.add_argument(
+        "--threads", type=int, default=None, help="threads the ops run with and whose roofs they meet (default: all)"
+    )
+    pc.add_argument("--out", default="results", help="results directory (default: results/)")
+    pc.add_argument("--quick", action="store_true", help="shorter timing per op (and per runtime profile)")
     pc.add_argument(
         "--runtime",
         default=None,
@@ -114,6 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     fleet_parsers(sub)
     return p
+
+
+def _models() -> tuple[str, ...]:
+    from .models.catalog import MODELS
+
+    return MODELS
 
 
 def _version() -> str:

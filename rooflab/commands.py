@@ -48,8 +48,10 @@ def cmd_info(args) -> int:
     from . import machine
     from .cpu.backend import probe_clock
 
-    probe = probe_clock(1)
-    m = machine.describe(measured_ghz=min(probe) if probe else None)
+    m = machine.describe()
+    ghz, which = _info_clock(m["id"], Path("results"), probe_clock)
+    if ghz:
+        m = machine.describe(measured_ghz=ghz)
     c = _console()
     cpu = m["cpu"]
     c.print(f"[bold]{cpu['model']}[/bold]  (machine id [cyan]{m['id']}[/cyan], host {m['hostname']})")
@@ -68,7 +70,7 @@ def cmd_info(args) -> int:
         )
     c.print(
         f"  clock: nominal {cpu['nominal_ghz'] or 0:.3f} GHz ({cpu['nominal_ghz_source']}), "
-        f"measured {cpu.get('measured_ghz') or float('nan'):.3f} GHz (dependent-add chain)"
+        f"measured {cpu.get('measured_ghz') or float('nan'):.3f} GHz ({which})"
     )
     fu = cpu["fma_units"]
     c.print(
@@ -106,6 +108,27 @@ def cmd_info(args) -> int:
     return 0
 
 
+def _info_clock(machine_id: str, out: Path, probe_clock) -> tuple[float | None, str]:
+    """The one clock `info` shows, and which it is: the newest ceilings run's of this machine under
+    ``out`` (the best running clock probed in that run, its FMA kernels included: the clock its
+    theoretical peaks and plots use), else a dependent-add probe now (best of its samples; an idle
+    core may not have reached the clock a run reaches under load)."""
+    from .results import load, run_clock
+
+    for path in sorted((out / machine_id).glob("rooflab-ceilings-cpu-*.json"), reverse=True):
+        try:
+            data = load(path)
+        except RooflabError:
+            continue
+        ghz, _ = run_clock(data)
+        if ghz and str(data.get("status", "")).startswith("complete"):
+            return ghz, f"the clock of run {path.name}, probed around its kernels, FMA included"
+    probe = probe_clock(1)
+    if not probe:
+        return None, "no clock probe on this machine"
+    return max(probe), "probed now, dependent-add chain; no run of this machine here yet"
+
+
 # ---- run ---------------------------------------------------------------------------------------
 
 
@@ -137,6 +160,9 @@ def cmd_run(args) -> int:
             cupy.cuda.Device(args.gpu).use()
         threads = check_threads(args.threads) if args.threads is not None else max_threads()
         max_ws = parse_size(args.max_working_set) if args.max_working_set else None
+        from .memory import set_working_set_limit
+
+        set_working_set_limit(max_ws)  # every suite that sizes its own arrays honours it
         if max_ws and device == "cpu":  # refused before anything is written
             from .memory import require_fits
 
@@ -183,14 +209,14 @@ def cmd_run(args) -> int:
             writer.finish("complete" if not writer.data["errors"] else "complete-with-errors")
             files = []
             if not args.no_plot:
-                from . import plots
+                from .charts import all_plots
 
                 if suite in ("ceilings", "models", "probe"):
-                    files = plots.all_plots(writer.data, writer.path.with_suffix(""), ops=writer.data.get("ops_placed"))
+                    files = all_plots(writer.data, writer.path.with_suffix(""), ops=writer.data.get("ops_placed"))
                 else:
-                    from . import family_report
+                    from .charts import family
 
-                    files = family_report.chart(writer.data, writer.path.with_suffix(""), _newest_ceilings(out, writer))
+                    files = family.chart(writer.data, writer.path.with_suffix(""), _newest_ceilings(out, writer))
             if suite not in ("ceilings", "models", "probe"):
                 _family_summary(writer.data)
             if suite == "ceilings":
@@ -287,14 +313,15 @@ def _family_summary(data: dict) -> None:
 
     family_report.add_pct_of_library(data["records"])
     prefix = f"{data['device']}.{data['suite']}."  # said once in the title: a narrow terminal folds names
-    t = Table(title=f"{data['suite']} ({data['machine']['id']}, {data['device']}): variants {prefix}*")
-    for col in ("variant", "case", "figure", "% of library", "status"):
-        right = col in ("figure", "% of library")
+    t = Table(title=f"{data['suite']} ({data['machine']['id']}, {data['device']}): variants {prefix}*, T = threads")
+    for col in ("variant", "case", "T", "figure", "% of library", "status"):  # T: threads
+        right = col in ("T", "figure", "% of library")
         t.add_column(col, justify="right" if right else "left", no_wrap=right, overflow="fold")
-    for variant, label, value, unit, pct, status in family_report.table(data["records"]):
+    for variant, label, threads, value, unit, pct, status in family_report.table(data["records"]):
         t.add_row(
             variant.removeprefix(prefix),
             label,
+            "-" if threads is None else str(threads),
             "-" if value is None else f"{value:.4g} {unit}",
             "-" if pct is None else f"{pct:.0f}%",
             status,
@@ -363,13 +390,17 @@ def _agreement(writer, out: Path) -> None:
 
 
 def cmd_plot(args) -> int:
-    from . import plots
+    from . import charts
+    from .charts import family
+    from .report import kind_of
     from .results import load
 
     data = load(args.result)
     stem = Path(args.output) if args.output else Path(args.result).with_suffix("")
-    if data.get("suite") not in ("ceilings", "models"):  # a kernel family's run: its own charts
-        from . import family_report
+    at = None  # -o X.png: the roofline at X.png (and .svg), the other charts beside it
+    if stem.suffix in (".png", ".svg"):
+        at, stem = stem, stem.with_suffix("")
+    if kind_of(data) != "placement" and data.get("suite") not in (None, "ceilings"):  # a family's run: its charts
         from .models.measure import find_ceilings
 
         try:  # the newest ceilings of that machine beside the result (results/<machine>/...)
@@ -377,15 +408,9 @@ def cmd_plot(args) -> int:
                                      data.get("device", "cpu"), None)[0]  # fmt: skip
         except (RooflabError, KeyError):
             ceilings = None
-        files = family_report.chart(data, stem.with_suffix("") if stem.suffix in (".png", ".svg") else stem, ceilings)
-    elif args.output and stem.suffix in (".png", ".svg"):
-        files = plots.roofline(data, stem, ops=data.get("ops_placed"))
-    elif data.get("suite") not in (None, "ceilings", "models"):  # a family's run: the chart `run` drew
-        from . import family_report
-
-        files = family_report.chart(data, stem)
-    else:
-        files = plots.all_plots(data, stem, ops=data.get("ops_placed"))
+        files = family.chart(data, stem, ceilings)
+    else:  # ceilings, or ops placed on them: roofline, staircase (with sweeps), latency chart
+        files = charts.all_plots(data, stem, ops=data.get("ops_placed"), roofline_at=at)
     for f in files:
         print(f)
     return 0
@@ -402,6 +427,12 @@ def cmd_compare(args) -> int:
     if len(args.results) < 2:
         raise RooflabError("compare needs at least two result files", "rooflab compare A.json B.json")
     data = [load(p) for p in args.results]
+    for path, d in zip(args.results, data):
+        if not d.get("ceilings"):
+            raise RooflabError(
+                f"{path} has no ceilings (a {d.get('suite')!r} result): compare compares ceilings",
+                "pass result files written by `rooflab run` (suite ceilings), or by `rooflab place`",
+            )
     kinds = {d.get("device") for d in data}
     if len(kinds) > 1:
         print(f"note: comparing different devices ({', '.join(sorted(kinds))})", file=sys.stderr)
@@ -414,12 +445,13 @@ def cmd_compare(args) -> int:
         t.add_column(chr(65 + i), justify="right")
         if i:
             t.add_column(f"{chr(65 + i)}/A", justify="right")
-    regressions = []
+    regressions, missing = [], 0
     for r in rows:
         cells = [r["name"], r["unit"], f"{r['values'][0]:.4g}"]
         for v, ratio in zip(r["values"][1:], r["ratios"]):
             if v is None:
                 cells += ["-", "-"]
+                missing += 1
                 continue
             worse = (ratio > 1 + thr) if r["lower_is_better"] else (ratio < 1 - thr)
             if worse:
@@ -427,8 +459,12 @@ def cmd_compare(args) -> int:
             cells += [f"{v:.4g}", f"[red]{ratio:.3f}[/red]" if worse else f"{ratio:.3f}"]
         t.add_row(*cells)
     _console().print(t)
+    if missing:
+        print(f"{missing} ceiling(s) of A have no counterpart in the other file(s) (shown as -): not compared")
     if regressions:
-        print(f"regressed beyond {args.threshold:g}%: {len(regressions)} ceiling(s): {', '.join(regressions[:8])}")
+        print(f"regressed beyond {args.threshold:g}%: {len(regressions)} ceiling(s):")
+        for name in regressions:  # every one, never a cut list
+            print(f"  {name}")
         return 1
     print(f"no ceiling regressed beyond {args.threshold:g}%")
     return 0

@@ -1,4 +1,5 @@
-"""Host memory: cache-line (page) aligned arrays, and a check that a working set fits.
+"""Host memory: cache-line (page) aligned arrays, a check that a working set fits, and the size cap
+every suite that sizes its own arrays reads (--max-working-set, a quick run's budget, free memory).
 
 Bandwidth kernels need arrays that start on a cache line: a 64 B vector load that straddles two
 lines is two loads, and numpy only guarantees 16 B. Page alignment also keeps runs comparable
@@ -68,13 +69,39 @@ def available_bytes() -> int | None:
         return None
 
 
-def require_fits(nbytes: int, what: str, headroom: float = 0.8) -> None:
+QUICK_BUDGET = 3 << 30  # all a --quick suite's arrays at once: fits a 4 GB machine with the interpreter
+_working_set_limit: int | None = None  # this run's --max-working-set (None: free memory decides)
+
+
+def set_working_set_limit(nbytes: int | None) -> None:
+    """The run's --max-working-set, read by every suite that sizes its own arrays (cmd_run sets it)."""
+    global _working_set_limit
+    _working_set_limit = nbytes
+
+
+def working_set_limit() -> int | None:
+    return _working_set_limit
+
+
+def array_cap(live_arrays: int, quick: bool = False) -> int:
+    """The largest array a suite may allocate when ``live_arrays`` arrays of that size are alive at
+    once (its kernel's arrays, the reference's output, verification temporaries): the run's
+    --max-working-set, 3 GiB in a --quick run and 80 % of the free memory, shared among them.
+    (A quick elementwise run sized by 4x an OS-reported 480 MiB LLC held ~16 GB and was OOM-killed.)"""
+    budgets = [b for b in (_working_set_limit, QUICK_BUDGET if quick else None) if b]
+    avail = available_bytes()
+    if avail:
+        budgets.append(int(0.8 * avail))
+    return min(budgets) // max(live_arrays, 1) if budgets else 1 << 62
+
+
+def require_fits(nbytes: int, what: str, headroom: float = 0.8, hint: str | None = None) -> None:
     """Raise a RooflabError before allocating ``nbytes`` that would not fit in free memory."""
     avail = available_bytes()
     if avail is not None and nbytes > headroom * avail:
         raise RooflabError(
             f"{what} needs {fmt_bytes(nbytes)} but only {fmt_bytes(avail)} of memory is free",
-            "pass a smaller --max-working-set (e.g. --max-working-set 1G) or free memory",
+            hint or "pass a smaller --max-working-set (e.g. --max-working-set 1G) or free memory",
         )
 
 

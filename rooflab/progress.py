@@ -40,6 +40,12 @@ class RichProgress:
             self.task = self.progress.add_task("", total=total, title=self.title)
         return self.task
 
+    def extend(self, n: int) -> None:
+        """``n`` more steps than announced (a re-measurement): the bar never passes 100 %."""
+        self.total += n
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, total=self.total)
+
     def step(self, description: str) -> None:
         if self.progress is not None and self.task is not None:
             if self.count:

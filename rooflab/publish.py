@@ -6,7 +6,7 @@
   SITE/machines/<id>/<result>.html   ceilings / models / probe / latency results: the roofline,
                                      the bandwidth and latency staircases, ceilings, placed model
                                      ops (rooflab.report.build); a kernel family's result: its
-                                     charts (rooflab.family_report.chart) and its variants table
+                                     charts (rooflab.charts.family.chart) and its variants table
   SITE/fleets/<name>.html            a fleet directory (fleet.json): the fleet page (fleet/page.py)
   SITE/asv/                          a copy of `asv publish` output (RESULTS_DIR/html/index.html)
 
@@ -70,16 +70,17 @@ def _result_page(doc: dict, stem: Path, ceilings: dict | None) -> str:
 
         return build([doc])
     from . import family_report
+    from .charts import family
 
-    files = family_report.chart(doc, stem, ceilings)
+    files = family.chart(doc, stem, ceilings)
     imgs = "".join(f"<img alt='{_esc(f.name)}' src='{_esc(f.name)}'>" for f in files if f.suffix == ".png")
     family_report.add_pct_of_library(doc["records"])
     rows = "".join(
-        f"<tr><td>{_esc(v)}</td><td>{_esc(label)}</td><td>{'-' if val is None else f'{val:.4g} {_esc(unit)}'}</td>"
+        f"<tr><td>{_esc(v)}</td><td>{_esc(label)}</td><td>{threads}</td><td>{'-' if val is None else f'{val:.4g} {_esc(unit)}'}</td>"
         f"<td>{'-' if pct is None else f'{pct:.0f} %'}</td><td>{_esc(st)}</td></tr>"
-        for v, label, val, unit, pct, st in family_report.table(doc["records"])
+        for v, label, threads, val, unit, pct, st in family_report.table(doc["records"])
     )
-    table = f"<table><tr><th>variant</th><th>case</th><th>figure</th><th>% of library</th><th>status</th></tr>{rows}</table>"
+    table = f"<table><tr><th>variant</th><th>case</th><th>threads</th><th>figure</th><th>% of library</th><th>status</th></tr>{rows}</table>"
     title = f"{doc['machine']['id']}: {doc.get('suite')} on {doc.get('device')}"
     return _page(title, imgs + table, "index.html")
 

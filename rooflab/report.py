@@ -2,8 +2,11 @@
 
 One result file gives its machine description, the roofline, the bandwidth staircase (with the
 latency staircase under it when the result has pointer-chase records), the latency chart and
-table, every ceiling with its spread and the model ops placed on it. Several result files add a
-comparison view: their roofs overlaid on one chart and their ceilings side by side with ratios.
+table, every ceiling with its spread and the model ops placed on it. A placement (`place`, `place
+--runtime`, `run --suite models`) shows its ops on the roofline of its machine, a kernel family's
+run (gemm, conv ...) its table and chart. Several ceilings results add a comparison view: their
+roofs overlaid on one chart and their ceilings side by side with ratios (colours at the 5 %
+threshold of `rooflab compare`, with a key).
 Figures are inline PNGs (base64); a small inline script marks the page as rendered once every
 image has decoded, which the browser test reads back.
 """
@@ -53,7 +56,7 @@ def _fig_to_img(fig, alt: str) -> str:
 
 
 def _png_of(plot_fn, *args, **kw) -> str:
-    """Render one of rooflab.plots' charts into an inline <img>."""
+    """Render one of rooflab.charts' into an inline <img>."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
@@ -86,7 +89,7 @@ def _machine_section(d: dict) -> str:
             "caches (OS)",
             ", ".join(f"{c['name']} {fmt_bytes(c['size_bytes'])} x{c['instances']}" for c in cpu.get("caches", [])),
         ],
-        ["clock", f"nominal {cpu.get('nominal_ghz') or 0:.2f} GHz, measured {cpu.get('measured_ghz') or 0:.2f} GHz"],
+        ["clock", _clock_text(d)],
         ["memory", fmt_bytes(m.get("memory_bytes") or 0)],
         ["OS", m.get("os", "")],
         ["software", ", ".join(f"{k} {v}" for k, v in m.get("software", {}).items() if isinstance(v, str))],
@@ -102,17 +105,92 @@ def _machine_section(d: dict) -> str:
             2,
             ["GPU", f"{g['name']} (sm_{g['compute_capability']}, {g['sm_count']} SMs, L2 {fmt_bytes(g['l2_bytes'])})"],
         )
-    theo = (m.get("gpu") or cpu).get("theoretical", {}).get("peaks", [])
+    theo = (m.get("gpu") or cpu).get("theoretical", {}).get("peaks", []) if m.get("gpu") else _cpu_theoretical(d)
     for p in theo:
         rows.append([f"theoretical {p['dtype']} ({p['threads'] or 'device'})", p["formula"]])
     return "<h2>Machine</h2>" + _table(["", ""], rows)
+
+
+def _clock_text(d: dict) -> str:
+    from .results import run_clock
+
+    cpu = d["machine"].get("cpu", {})
+    ghz, how = run_clock(d)
+    measured = f"measured {ghz:.3f} GHz ({how})" if ghz else f"measured: none ({how})"
+    return f"nominal {cpu.get('nominal_ghz') or 0:.2f} GHz, {measured}"
+
+
+def _cpu_theoretical(d: dict) -> list[dict]:
+    """The CPU's theoretical peaks at the run's one clock: as stored when the run stored them at
+    its measured clock, else recomputed at the clock its records carry (a family run)."""
+    from .results import run_clock
+
+    cpu = d["machine"].get("cpu", {})
+    theo = cpu.get("theoretical", {})
+    ghz, _ = run_clock(d)
+    if not ghz or "measured" in str(theo.get("clock_source", "")):
+        return theo.get("peaks", [])
+    try:
+        from .cpu.machine import peaks_for
+
+        counts = {p["threads"] for p in theo.get("peaks", [])} or None
+        return peaks_for(cpu, ghz, counts)["peaks"]
+    except (KeyError, TypeError, ValueError):  # a file from another version: what it stored
+        return theo.get("peaks", [])
+
+
+def kind_of(d: dict) -> str:
+    """What a result is to the report: ``ceilings`` (a machine measured), ``placement`` (ops placed
+    on ceilings it carries: `place`, `place --runtime`, `run --suite models`) or ``family`` (a kernel
+    family's rungs: gemm, conv, elementwise ...)."""
+    if d.get("ceilings_source") or d.get("suite") in ("place", "runtime", "models"):
+        return "placement"
+    if d.get("suite") == "ceilings" or d.get("ceilings"):  # measured here (the latency suite derives some too)
+        return "ceilings"
+    return "family"
+
+
+def _notes_section(d: dict) -> str:
+    notes = [n for n in d.get("notes") or [] if n]
+    if d.get("died"):
+        notes.insert(0, f"this run died ({d['died']}): what it finished is shown")
+    if not notes:
+        return ""
+    return "<h2>Notes</h2><ul>" + "".join(f"<li>{_esc(n)}</li>" for n in notes) + "</ul>"
+
+
+def _family_section(d: dict, chart: bool = True) -> str:
+    """A kernel family's run: its table (every rung against the library on the same case and
+    thread count) and its chart."""
+    from . import family_report
+    from .charts import family
+
+    recs = d.get("records", [])
+    if not recs:
+        return ""
+    family_report.add_pct_of_library(recs)
+    rows = [
+        [variant, label, str(threads), _num(value), unit, _num(pct, "{:.0f}%"), status]
+        for variant, label, threads, value, unit, pct, status in family_report.table(recs)
+    ]
+    out = "<h2>Kernel family</h2>" + _table(
+        ["variant", "case", "threads", "figure", "unit", "% of library", "status"], rows
+    )
+    try:
+        out += _png_of(family.chart, d) if chart else ""
+    except StopIteration:  # nothing to draw (no ok record)
+        pass
+    return out
 
 
 def _ceilings_section(d: dict) -> str:
     rows = []
     for c in d.get("ceilings", []):
         s = c["stats"]
-        note = [f'<span class="noisy">{_esc(n)}</span>' if n == "noisy" else _esc(n) for n in ceiling_notes(c)]
+        note = [
+            f'<span class="noisy">{_esc(n)}</span>' if n == "noisy" or n.startswith("cannot be true") else _esc(n)
+            for n in ceiling_notes(c)
+        ]
         rows.append(
             [
                 c["name"],
@@ -128,7 +206,7 @@ def _ceilings_section(d: dict) -> str:
 
 
 def _latency_section(d: dict) -> str:
-    from . import plots
+    from .charts import latency
 
     rows = [
         [
@@ -146,7 +224,7 @@ def _latency_section(d: dict) -> str:
     return (
         "<h2>Latency</h2><p class='muted'>Dispatch and launch: fixed cost per call; an op within 2x of it is "
         "latency-bound. Memory: ns per dependent load (pointer chase), cycles at the measured clock.</p>"
-        + _png_of(plots.latency, d)
+        + _png_of(latency.latency, d)
         + _table(["path", "median ns", "p20", "p80", "cycles"], rows)
     )
 
@@ -155,24 +233,27 @@ def _ops_section(d: dict) -> str:
     ops = d.get("ops_placed") or []
     if not ops:
         return ""
+    src = f" (ceilings: {_esc(Path(d['ceilings_source']).name)})" if d.get("ceilings_source") else ""
     out = [
-        "<h2>Model operations on the roofline</h2>",
+        f"<h2>Model operations on the roofline of {_esc(d['machine']['id'])}{src}</h2>",
         f"<p class='muted'>{_esc(d.get('classification_rule', ''))}</p>",
     ]
     for s in d.get("model_summaries", []):
         out.append(f"<p>{_esc(s.get('line', ''))}</p>")
     heavy = sorted(ops, key=lambda o: -o.get("total_time_s", 0))[:60]
-    rows = [
+    rows = [  # `place` ops and a runtime's nodes (node, op_type, runtime_s) alike
         [
-            o["name"],
-            o["kind"],
-            str(o["count"]),
-            o["impl"],
-            _num(o["intensity"], "{:.3g}"),
-            _num(o["seconds"] * 1e6, "{:.1f}"),
-            _num(o["achieved_gflops"], "{:.3g}"),
+            str(o.get("name") or o.get("node") or "?"),
+            str(o.get("kind") or o.get("op_type") or "-"),
+            str(o.get("count", 1)),
+            str(o.get("impl") or o.get("model") or "-"),
+            _num(o.get("intensity"), "{:.3g}"),
+            _num(_seconds(o) * 1e6 if _seconds(o) is not None else None, "{:.1f}"),
+            _num(o.get("achieved_gflops"), "{:.3g}"),
             _num(o.get("pct_of_attainable"), "{:.0f}%"),
-            o["class"] + (" (below roof)" if o.get("below_roof") else ""),
+            str(o.get("class", "-"))
+            + (" (below roof)" if o.get("below_roof") else "")
+            + (" (ABOVE its roof: roof or work count wrong)" if o.get("above_roof") else ""),
         ]
         for o in heavy
     ]
@@ -180,6 +261,13 @@ def _ops_section(d: dict) -> str:
         _table(["op", "kind", "count", "implementation", "FLOP/B", "time us", "GFLOP/s", "% attainable", "class"], rows)
     )
     return "".join(out)
+
+
+def _seconds(o: dict) -> float | None:
+    for k in ("seconds", "runtime_s", "total_time_s"):
+        if o.get(k) is not None:
+            return float(o[k])
+    return None
 
 
 def _sweep_section(d: dict) -> str:
@@ -199,10 +287,13 @@ def _sweep_section(d: dict) -> str:
     return "<h2>Intensity sweep</h2>" + _table(["FLOP/byte", "GFLOP/s", "GB/s", "threads"], rows)
 
 
+THRESHOLD = 0.05  # the same as `rooflab compare`'s default --threshold
+
+
 def _compare_section(results: list[dict]) -> str:
     import matplotlib
 
-    from .plots import LEVEL_COLORS
+    from .charts.style import LEVEL_COLORS
     from .roofline import compare_ceilings
 
     matplotlib.use("Agg")
@@ -214,12 +305,16 @@ def _compare_section(results: list[dict]) -> str:
     fig, ax = plt.subplots(figsize=(8, 5.5))
     xs = np.logspace(-4, 10, 200, base=2)
     styles = ["-", "--", ":", "-."]
+    seen = set()
     for i, d in enumerate(results):
         rf = Roofline(d)
         t = max(rf.thread_counts() or [0])
         peak = max((c["value"] for c in rf.ceilings if c["kind"] == "compute" and c["threads"] == t), default=None)
-        label = f"{d['machine']['id']} ({d.get('device')}, {(d.get('started') or '')[:10]})"
+        label = f"{chr(65 + i)}"
         for c in rf.memory_roofs(t):
+            if (c["level"], round(c["value"], 6), peak) in seen:  # the same roof twice: one legend entry
+                continue
+            seen.add((c["level"], round(c["value"], 6), peak))
             y = xs * c["value"]
             if peak:
                 y = np.minimum(y, peak)
@@ -247,7 +342,7 @@ def _compare_section(results: list[dict]) -> str:
                 cells += ["-", "-"]
                 continue
             gain = (1 / ratio if ratio else 0) if r["lower_is_better"] else ratio
-            cls = "num better" if gain > 1.02 else "num worse" if gain < 0.98 else "num"
+            cls = "num better" if gain > 1 + THRESHOLD else "num worse" if gain < 1 - THRESHOLD else "num"
             cells += [_num(v), _num(ratio, "{:.3f}", cls)]
         rows.append(cells)
     heads = ["ceiling", "unit", "A"] + sum(([chr(66 + i), f"{chr(66 + i)}/A"] for i in range(len(results) - 1)), [])
@@ -255,11 +350,16 @@ def _compare_section(results: list[dict]) -> str:
         f"<li>{chr(65 + i)}: {_esc(d['machine']['id'])}, {_esc(d.get('device'))}, {_esc(d.get('started'))}</li>"
         for i, d in enumerate(results)
     )
-    return f"<h2>Comparison</h2><ul>{legend}</ul>{img}" + _table(heads, rows)
+    key = (
+        f"<p class='muted'>Ratios are B/A. Colour key: <span class='better'>green</span> = better by more than "
+        f"{THRESHOLD:.0%}, <span class='worse'>red</span> = worse by more than {THRESHOLD:.0%}, black = within "
+        f"{THRESHOLD:.0%} (the `rooflab compare` threshold); for latencies lower is better.</p>"
+    )
+    return f"<h2>Comparison</h2><ul>{legend}</ul>{img}{key}" + _table(heads, rows)
 
 
 def build(results: list[dict]) -> str:
-    from . import plots
+    from .charts import roofline, staircase
 
     parts = [
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>rooflab report</title>"
@@ -267,18 +367,30 @@ def build(results: list[dict]) -> str:
         "<h1>rooflab characterization</h1>",
         "<p class='muted'>Measured with rooflab: every figure is a median of verified samples; spread is p20-p80.</p>",
     ]
-    if len(results) > 1:
-        parts.append(_compare_section(results))
+    measured = [d for d in results if kind_of(d) == "ceilings"]  # a placement carries ceilings it did not measure
+    if len(measured) > 1:
+        parts.append(_compare_section(measured))
     for d in results:
+        kind = kind_of(d)
+        what = {"ceilings": "ceilings", "placement": "ops placed", "family": "kernel family"}[kind]
         parts.append(
             f"<h2 style='border:0;font-size:1.45rem'>{_esc(d['machine']['id'])} — {_esc(d.get('suite'))} on "
-            f"{_esc(d.get('device'))}</h2>"
+            f"{_esc(d.get('device'))} ({what})</h2>"
         )
         parts.append(_machine_section(d))
+        if kind == "family":
+            parts += [_family_section(d), _notes_section(d)]
+            continue
         if d.get("ceilings"):
-            parts.append("<h2>Roofline</h2>" + _png_of(plots.roofline, d, ops=d.get("ops_placed")))
-        if d.get("sweeps", {}).get("bandwidth") or plots.chase_points(d):
-            parts.append("<h2>Bandwidth and latency staircase</h2>" + _png_of(plots.bandwidth, d))
+            parts.append("<h2>Roofline</h2>" + _png_of(roofline.roofline, d, ops=d.get("ops_placed")))
+        if kind == "placement":  # ops on its machine: the ceilings table is the ceilings result's
+            parts += [_ops_section(d), _notes_section(d)]
+            continue
+        if d.get("sweeps", {}).get("bandwidth") or staircase.chase_points(d):
+            parts.append("<h2>Bandwidth and latency staircase</h2>" + _png_of(staircase.bandwidth, d))
         parts += [_ceilings_section(d), _latency_section(d), _sweep_section(d), _ops_section(d)]
+        if d.get("suite") not in (None, "ceilings") and d.get("records"):  # a family suite with ceilings
+            parts.append(_family_section(d, chart=False))  # its charts are the sections above
+        parts.append(_notes_section(d))
     parts.append("</body></html>")
     return "\n".join(parts)

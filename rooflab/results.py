@@ -2,7 +2,9 @@
 
 Layout: ``<out>/<machine-id>/rooflab-<suite>-<device>-<UTC timestamp>.json``; plots are written next
 to it with the same stem. A run that is interrupted keeps everything it finished (status
-"interrupted"); a file whose schema_version is not ours is refused with a clear message.
+"interrupted"); a run killed outright (out of memory, power cut) cannot write its end, so the file
+carries its pid, host and a heartbeat, and ``load`` reports it as "died". A file whose
+schema_version is not ours is refused with a clear message.
 """
 
 from __future__ import annotations
@@ -10,7 +12,10 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import socket
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 from .errors import RooflabError
@@ -76,6 +81,9 @@ class ResultWriter:
             "suite": suite,
             "device": device,
             "status": "running",
+            "pid": os.getpid(),  # with host and heartbeat: a reader tells a run that died (``died``)
+            "host": socket.gethostname(),
+            "heartbeat": utc_now(),
             "started": utc_now(),
             "finished": None,
             "config": config,
@@ -102,6 +110,7 @@ class ResultWriter:
         self.save()
 
     def save(self) -> None:
+        self.data["heartbeat"] = utc_now()
         atomic_write_json(self.path, self.data)
 
     def finish(self, status: str = "complete") -> None:
@@ -121,6 +130,35 @@ def _point(record: dict) -> dict:
     if record.get("work"):
         p["flops_per_byte"] = record["work"]["flops"] / record["work"]["bytes"] if record["work"]["bytes"] else None
     return p
+
+
+STALE_S = 3600  # a running result not saved for this long (another host's run) is taken as died
+
+
+def died(data: dict, now: float | None = None) -> str | None:
+    """Why a result that still says ``running`` belongs to a run that is gone, or None: its process
+    is not alive on this host, or (written on another host) its heartbeat is over an hour old.
+    A run killed by the OOM killer or a power cut never writes its end: this is how it shows."""
+    if data.get("status") != "running":
+        return None
+    pid, host = data.get("pid"), data.get("host")
+    if pid and host == socket.gethostname():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return f"its process {pid} on {host} is gone"
+        except (PermissionError, OverflowError, ValueError):
+            pass
+        return None
+    beat = data.get("heartbeat") or data.get("started")
+    if not beat:
+        return None
+    try:
+        t = _dt.datetime.fromisoformat(beat.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+    age = (now if now is not None else time.time()) - t
+    return f"no heartbeat for {age / 3600:.1f} h" if age > STALE_S else None
 
 
 def load(path) -> dict:
@@ -150,7 +188,29 @@ def load(path) -> dict:
             f"{path} has schema_version {version!r}; this rooflab reads versions {', '.join(map(str, READS))}",
             "re-run `rooflab run` with this version, or use the rooflab that wrote it",
         )
+    why = died(data)
+    if why:  # the file stays as written; readers see the run for what it is
+        data["status"], data["died"] = "died", why
+        print(f"note: {path} is from a run that died ({why}); its finished parts are shown", file=sys.stderr)
     return data
+
+
+def run_clock(data: dict) -> tuple[float | None, str]:
+    """The one clock of a run and what it is: the best running clock probed in the run (probes
+    before and after every measurement, the FMA kernels' included: a neighbour makes a probe read
+    low, never high). A ceilings run stores it (machine.cpu.measured_ghz); a family run has it on
+    its records. (None, why) when the run probed no clock."""
+    cpu = (data.get("machine") or {}).get("cpu") or {}
+    if cpu.get("measured_ghz"):
+        return float(cpu["measured_ghz"]), "best running clock probed in the run (FMA kernels included)"
+    best = [
+        (r.get("clock_ghz") or {}).get("best_in_run")
+        for r in data.get("records", [])
+        if (r.get("clock_ghz") or {}).get("best_in_run")
+    ]
+    if best:
+        return float(max(best)), "best running clock probed around the run's measurements"
+    return None, "no clock probed in this run"
 
 
 def previous_results(out_dir: Path, machine_id: str, suite: str, device: str, exclude: Path) -> list[Path]:

@@ -187,6 +187,67 @@ def order_violations(ceilings: list[dict]) -> list[str]:
     return notes
 
 
+# A ceiling that cannot be true is no roof: kept in the file with its reason, never used to place
+# an op or drawn as a roof. Interference only slows a kernel down, so each rule names the figure
+# that is wrong: the low one.
+IMPLAUSIBLE_OF_THEORETICAL = 0.10  # a compute peak under 10 % of its theoretical rate
+LEVEL_INVERSION = 1.5  # a nearer (faster) level measuring under a farther one / 1.5
+THREADS_BELOW = 0.9  # an all-thread figure under 0.9x the 1-thread one of the same ceiling
+HIERARCHY = ("L1", "L2", "L3", "L4", "DRAM", "HBM")  # nearer (faster) first
+
+
+def implausible(ceilings: list[dict]) -> dict[tuple, str]:
+    """{(ceiling name, threads): why it cannot be true} for compute and bandwidth ceilings (latencies are
+    floors, read as such): far below the theoretical peak, a faster level below a slower one, an
+    all-thread figure below the 1-thread one. Reads a ``implausible`` reason already stored too,
+    so files written before this check are judged the same way when read."""
+    out = {cid(c): c["implausible"] for c in ceilings if c.get("implausible")}
+    for c in ceilings:
+        f = c.get("fraction_of_theoretical")
+        if c["kind"] == "compute" and f is not None and f < IMPLAUSIBLE_OF_THEORETICAL:
+            out.setdefault(cid(c), f"{f:.0%} of its theoretical peak")
+    order = {name: i for i, name in enumerate(HIERARCHY)}  # not shared memory or host links: off the ladder
+    groups: dict = {}
+    for c in ceilings:
+        if c["kind"] == "bandwidth" and c.get("level") in order:
+            groups.setdefault((c["threads"], c.get("kernel")), []).append(c)
+    for cs in groups.values():
+        for near in cs:
+            for far in cs:
+                if order[far["level"]] > order[near["level"]] and far["value"] > LEVEL_INVERSION * near["value"]:
+                    out.setdefault(cid(near), f"below {far['name']} ({far['value']:.3g} {unit_of(far)})")
+    one = {_key_but_threads(c): c for c in ceilings if c["kind"] in ("compute", "bandwidth") and c["threads"] == 1}
+    for c in ceilings:
+        base = one.get(_key_but_threads(c)) if c["kind"] in ("compute", "bandwidth") and c["threads"] > 1 else None
+        if base and c["value"] < THREADS_BELOW * base["value"]:
+            out.setdefault(cid(c), f"below the 1-thread figure ({base['value']:.3g} {unit_of(base)})")
+    return out
+
+
+def unit_of(c: dict) -> str:
+    return c.get("unit") or {"compute": COMPUTE_UNIT, "bandwidth": BANDWIDTH_UNIT}.get(c["kind"], LATENCY_UNIT)
+
+
+def cid(c: dict) -> tuple:
+    """What tells one ceiling from another: its name and thread count."""
+    return c["name"], c.get("threads")
+
+
+def _key_but_threads(c: dict) -> tuple:
+    return c["kind"], c.get("level"), c.get("dtype"), c.get("kernel") if c["kind"] == "bandwidth" else None
+
+
+def mark_implausible(ceilings: list[dict]) -> list[str]:
+    """Store each reason on its ceiling (``implausible``; flagged noisy too) and return one note
+    per ceiling: kept in the file, never used as a roof."""
+    notes = []
+    for key, why in implausible(ceilings).items():
+        c = next(c for c in ceilings if cid(c) == key)
+        c["implausible"], c["noisy"] = why, True
+        notes.append(f"{c['name']} ({c['value']:.3g} {unit_of(c)}) cannot be true: {why}; kept, not used as a roof")
+    return notes
+
+
 SWEEP_OVER_ROOF = 1.05  # a DRAM-streaming sweep point this far above the DRAM update roof
 
 
@@ -244,7 +305,9 @@ def ceiling_notes(c: dict) -> list[str]:
     from .memory import fmt_bytes
 
     notes = []
-    if c.get("noisy"):
+    if c.get("implausible"):
+        notes.append(f"cannot be true ({c['implausible']}): not a roof")
+    elif c.get("noisy"):
         notes.append("noisy")
     if c.get("fraction_of_theoretical"):
         at = (
@@ -274,7 +337,17 @@ class Roofline:
 
     def __init__(self, result: dict):
         self.result = result
-        self.ceilings = result.get("ceilings", [])
+        self.all_ceilings = result.get("ceilings", [])
+        self.flagged = implausible(self.all_ceilings)  # (name, threads) -> why: kept, never a roof
+        self.ceilings = [c for c in self.all_ceilings if cid(c) not in self.flagged]
+
+    def flagged_ceilings(self, threads: int | None = None) -> list[dict]:
+        """Ceilings that cannot be true (each with its reason under ``why``) at ``threads``."""
+        return [
+            dict(c, why=self.flagged[cid(c)])
+            for c in self.all_ceilings
+            if cid(c) in self.flagged and (threads is None or c["threads"] == threads)
+        ]
 
     def thread_counts(self) -> list[int]:
         return sorted({c["threads"] for c in self.ceilings if c["kind"] in ("compute", "bandwidth")})

@@ -1,4 +1,4 @@
-"""The conv suite's charts (rooflab/families/conv/charts.py) from a synthetic result: the bars are the
+"""The conv suite's charts (rooflab/charts/conv.py) from a synthetic result: the bars are the
 fastest verified variant per algorithm with % of im2col + BLAS, the crossovers are where the curves
 cross (checked against the closed form of the synthetic curves), the roofline shows both the nominal
 and the real arithmetic, and `rooflab plot` on a conv result writes all three. No kernel runs."""
@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from rooflab.families.conv import charts
+from rooflab.charts import conv as charts
 from rooflab.results import KIND, SCHEMA_VERSION
 
 BYTES = 1e6

@@ -10,7 +10,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from rooflab import plots
+from rooflab import charts
+from rooflab.charts import labels as chart_labels
+from rooflab.charts import roofline, staircase, style
 
 RESULTS = Path(__file__).resolve().parent.parent / "results" / "intel-xeon-2c"
 MODELS_RESULT = RESULTS / "rooflab-models-cpu-20261202T191910Z.json"
@@ -116,7 +118,7 @@ def synthetic(op_threads=(2,), device="cpu") -> dict:
 
 
 def labels(ax):
-    return [t for t in ax.texts if t.get_gid() == plots.LABEL_GID]
+    return [t for t in ax.texts if t.get_gid() == chart_labels.LABEL_GID]
 
 
 def overlapping_labels(fig) -> list[tuple[str, str]]:
@@ -126,7 +128,7 @@ def overlapping_labels(fig) -> list[tuple[str, str]]:
     r = fig.canvas.get_renderer()
     bad = []
     for ax in fig.axes:
-        boxes = [(t.get_text(), plots.text_box(t, r)) for t in labels(ax)]  # the text, not its leader line
+        boxes = [(t.get_text(), chart_labels.text_box(t, r)) for t in labels(ax)]  # the text, not its leader line
         legend = ax.get_legend()
         if legend is not None:
             boxes.append(("<legend>", legend.get_window_extent(r)))
@@ -147,7 +149,7 @@ def committed_models():
 
 @pytest.fixture(scope="module")
 def models_fig(committed_models):
-    fig = plots.roofline_figure(committed_models, ops=committed_models["ops_placed"])
+    fig = roofline.roofline_figure(committed_models, ops=committed_models["ops_placed"])
     yield fig
     plt.close(fig)
 
@@ -155,7 +157,7 @@ def models_fig(committed_models):
 @pytest.fixture(scope="module")
 def synthetic_fig():
     data = synthetic()
-    fig = plots.roofline_figure(data, ops=data["ops_placed"])
+    fig = roofline.roofline_figure(data, ops=data["ops_placed"])
     yield fig, data
     plt.close(fig)
 
@@ -165,10 +167,10 @@ def test_one_panel_per_thread_count_that_has_ops(models_fig, synthetic_fig):
     fig, _ = synthetic_fig
     assert [ax.get_title() for ax in fig.axes] == ["2 threads"]
     both = synthetic(op_threads=(1, 2))
-    f2 = plots.roofline_figure(both, ops=both["ops_placed"])
+    f2 = roofline.roofline_figure(both, ops=both["ops_placed"])
     assert [ax.get_title() for ax in f2.axes] == ["1 thread", "2 threads"]
     plt.close(f2)
-    f3 = plots.roofline_figure(synthetic(op_threads=()))  # no ops: one panel per thread count with ceilings
+    f3 = roofline.roofline_figure(synthetic(op_threads=()))  # no ops: one panel per thread count with ceilings
     assert [ax.get_title() for ax in f3.axes] == ["1 thread", "2 threads"]
     assert all(ax.lines for ax in f3.axes)
     plt.close(f3)
@@ -196,7 +198,7 @@ def test_labels_never_overlap(models_fig, synthetic_fig):
 def test_the_overlap_check_can_fail():
     fig, ax = plt.subplots()
     for _ in range(2):
-        ax.text(0.5, 0.5, "FP32 peak 453 GFLOP/s", gid=plots.LABEL_GID)
+        ax.text(0.5, 0.5, "FP32 peak 453 GFLOP/s", gid=chart_labels.LABEL_GID)
     assert overlapping_labels(fig)
     plt.close(fig)
 
@@ -213,7 +215,7 @@ def test_close_roofs_get_separate_labels_naming_their_kernel(synthetic_fig):
 
 
 def _roof_lines(ax):
-    colors = set(plots.LEVEL_COLORS.values())
+    colors = set(style.LEVEL_COLORS.values())
     return [ln for ln in ax.lines if ln.get_color() in colors]
 
 
@@ -224,7 +226,7 @@ def test_slanted_roofs_stop_at_the_peak_of_their_dtype(synthetic_fig):
     )
     solid = [ln for ln in _roof_lines(fig.axes[0]) if ln.get_linestyle() == "-"]
     assert solid and max(ln.get_ydata().max() for ln in solid) <= fp32 * (1 + 1e-9)
-    f = plots.roofline_figure(synthetic(op_threads=()))  # ceilings only: drawn for FP64, dotted on to FP32
+    f = roofline.roofline_figure(synthetic(op_threads=()))  # ceilings only: drawn for FP64, dotted on to FP32
     for ax, t in zip(f.axes, (1, 2)):
         peak = {c["dtype"]: c["value"] for c in data["ceilings"] if c["kind"] == "compute" and c["threads"] == t}
         solid = [ln for ln in _roof_lines(ax) if ln.get_linestyle() == "-"]
@@ -242,7 +244,7 @@ def _labelled_ticks(ax):
 
 def test_bandwidth_staircase_has_enough_labelled_ticks_and_clear_labels():
     for data in (json.loads(CEILINGS_RESULT.read_text()), synthetic()):
-        fig = plots.bandwidth_figure(data)
+        fig = staircase.bandwidth_figure(data)
         fig.canvas.draw()
         assert len(fig.axes) == 2
         for ax in fig.axes:
@@ -259,8 +261,8 @@ def test_roofline_log_axis_has_labelled_ticks(models_fig):
 @pytest.mark.slow
 def test_gpu_result_is_one_panel_and_files_are_written(tmp_path):
     data = synthetic(op_threads=(0,), device="cuda")
-    fig = plots.roofline_figure(data, ops=data["ops_placed"])
+    fig = roofline.roofline_figure(data, ops=data["ops_placed"])
     assert [ax.get_title() for ax in fig.axes] == ["GPU"] and overlapping_labels(fig) == []
     plt.close(fig)
-    files = plots.all_plots(data, tmp_path / "r", ops=data["ops_placed"])
+    files = charts.all_plots(data, tmp_path / "r", ops=data["ops_placed"])
     assert {f.suffix for f in files} == {".png", ".svg"} and all(f.stat().st_size > 5000 for f in files)

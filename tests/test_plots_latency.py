@@ -8,7 +8,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from rooflab import plots
+from rooflab import charts
+from rooflab.charts import labels as chart_labels
+from rooflab.charts import latency, roofline, staircase
 from rooflab.families import chase
 from rooflab.families.latency import dispatch_ceilings
 from tests.test_plots import labels, overlapping_labels, synthetic
@@ -88,7 +90,7 @@ def test_latency_ceilings_per_level_from_the_synthetic_staircase(result):
 
 
 def test_the_staircase_gets_a_latency_panel_sharing_the_x_axis(result):
-    fig = plots.bandwidth_figure(result)
+    fig = staircase.bandwidth_figure(result)
     top, lat = fig.axes[0], fig.axes[-1]
     assert len(fig.axes) == 3  # 1T and 2T bandwidth, and latency under the 1-thread panel
     assert lat.get_yscale() == "log" and "ns" in lat.get_ylabel()
@@ -105,13 +107,13 @@ def test_the_staircase_gets_a_latency_panel_sharing_the_x_axis(result):
 
 
 def test_no_chase_points_no_latency_panel():
-    fig = plots.bandwidth_figure(synthetic(op_threads=()))
+    fig = staircase.bandwidth_figure(synthetic(op_threads=()))
     assert len(fig.axes) == 2 and all("GB/s" in ax.get_ylabel() for ax in fig.axes)
     plt.close(fig)
 
 
 def test_latency_chart_has_a_row_per_path_and_the_chain_panel(result, tmp_path):
-    fig = plots.latency_figure(result)
+    fig = latency.latency_figure(result)
     rows, chain = fig.axes
     names = [t.get_text() for t in rows.get_yticklabels()]
     assert names[:3] == ["dispatch: empty", "dispatch: ufunc", "dispatch: fork-join (2T)"]
@@ -123,22 +125,22 @@ def test_latency_chart_has_a_row_per_path_and_the_chain_panel(result, tmp_path):
     assert {ln.get_label() for ln in chain.lines} >= {"op by op (numpy: N ufunc calls)", "N x dispatch: ufunc"}
     assert overlapping_labels(fig) == []
     plt.close(fig)
-    files = plots.latency(result, tmp_path / "r.latency")
+    files = latency.latency(result, tmp_path / "r.latency")
     assert [f.suffix for f in files] == [".png", ".svg"] and all(f.stat().st_size > 5000 for f in files)
 
 
 def test_no_latency_no_chart(tmp_path):
     data = synthetic(op_threads=())
     data["ceilings"] = [c for c in data["ceilings"] if c["kind"] != "latency"]
-    assert plots.latency_figure(data) is None and plots.latency(data, tmp_path / "x") == []
+    assert latency.latency_figure(data) is None and latency.latency(data, tmp_path / "x") == []
 
 
 def test_the_roofline_boxes_the_dispatch_floor_without_collisions(result):
     data = dict(result, ops_placed=synthetic()["ops_placed"])
-    fig = plots.roofline_figure(data, ops=data["ops_placed"])
+    fig = roofline.roofline_figure(data, ops=data["ops_placed"])
     texts = [t.get_text() for ax in fig.axes for t in labels(ax)]
     floor = [t for t in texts if t.startswith("dispatch latency per call")]
-    notes = [t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == plots.LABEL_GID + "-note"]
+    notes = [t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == chart_labels.LABEL_GID + "-note"]
     assert floor or any("dispatch latency per call" in n for n in notes)
     assert not floor or ("ufunc 450 ns" in floor[0] and "fork/join (2T) 2.1 us" in floor[0])
     assert overlapping_labels(fig) == []
@@ -147,6 +149,6 @@ def test_the_roofline_boxes_the_dispatch_floor_without_collisions(result):
 
 @pytest.mark.slow
 def test_all_plots_writes_the_latency_chart(result, tmp_path):
-    files = plots.all_plots(result, tmp_path / "r")
+    files = charts.all_plots(result, tmp_path / "r")
     names = {f.name for f in files}
     assert {"r.roofline.png", "r.bandwidth.png", "r.latency.png", "r.latency.svg"} <= names

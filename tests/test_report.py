@@ -124,3 +124,90 @@ def test_pct_of_library_pairs_a_rung_with_its_own_knob_but_never_another_case():
     family_report.add_pct_of_library(recs)
     assert recs[1]["pct_of_library"] == pytest.approx(750.0)
     assert "pct_of_library" not in recs[3]
+
+
+def test_every_gemm_rung_gets_pct_of_library_and_the_table_a_threads_column():
+    """gemm's rungs 01-03 declare no op (they compute the family library's): they were shown '-'.
+    The library and 05 run at 1 and 2 threads: the threads column tells their rows apart."""
+    from rooflab import family_report
+
+    def rec(variant, threads, gflops, library=False):
+        return {"variant": variant, "status": "ok", "shape": {"M": 128, "N": 128, "K": 128, "bias": False},
+                "dtype": "float32", "threads": threads, "params": {}, "gflops": {"median": gflops},
+                "library": library, "label": f"{variant} 128"}  # fmt: skip
+
+    recs = [
+        rec("cpu.gemm.00-numpy-blas", 1, 100.0, library=True),
+        rec("cpu.gemm.00-numpy-blas", 2, 180.0, library=True),
+        rec("cpu.gemm.01-naive", 1, 1.0),
+        rec("cpu.gemm.02-loop-order", 1, 5.0),
+        rec("cpu.gemm.03-cache-blocked", 1, 20.0),
+        rec("cpu.gemm.05-multithreaded", 1, 90.0),
+        rec("cpu.gemm.05-multithreaded", 2, 162.0),
+    ]
+    family_report.add_pct_of_library(recs)
+    assert [round(r["pct_of_library"]) for r in recs] == [100, 100, 1, 5, 20, 90, 90]
+    rows = family_report.table(recs)
+    assert [row[2] for row in rows] == [1, 2, 1, 1, 1, 1, 2]
+    assert len({(row[0], row[1], row[2]) for row in rows}) == len(rows)  # no two rows alike
+
+
+def _report_inputs():
+    """The issue's `rooflab report CEILINGS GEMM PLACED RUNTIME`: a ceilings run, a gemm run
+    (clock on its records only, theoretical peaks stored at the nominal clock), a models placement
+    and a `place --runtime` result whose ops are runtime nodes (no count, kind, impl or seconds)."""
+    import copy
+    import json
+
+    from tests.test_new_user import CEILINGS, MODELS
+
+    ceil = json.loads(CEILINGS.read_text())
+    gemm = copy.deepcopy(ceil)
+    cpu = gemm["machine"]["cpu"]
+    cpu.pop("measured_ghz", None)
+    cpu["theoretical"] = dict(cpu["theoretical"], clock_source="nominal clock (cpuinfo)")
+    gemm.update(suite="gemm", ceilings=[], sweeps={"bandwidth": [], "intensity": []}, notes=[])
+    gemm["records"] = [
+        {"variant": v, "family": "gemm", "status": "ok", "shape": {"M": 128, "N": 128, "K": 128, "bias": False},
+         "dtype": "float32", "threads": 1, "params": {}, "gflops": {"median": g}, "library": v.endswith("blas"),
+         "work": {"flops": 4.2e6, "bytes": 196608}, "label": f"{v} 128", "clock_ghz": {"best_in_run": 4.192}}
+        for v, g in (("cpu.gemm.00-numpy-blas", 100.0), ("cpu.gemm.01-naive", 1.0))
+    ]  # fmt: skip
+    runtime = copy.deepcopy(ceil)
+    runtime.update(suite="runtime", ceilings_source=str(CEILINGS), records=[], sweeps={}, notes=[])
+    runtime["ops_placed"] = [
+        {"name": "conv1", "node": "conv1", "op_type": "Conv", "intensity": 20.0, "achieved_gflops": 50.0,
+         "class": "compute-bound", "runtime_s": 1e-3, "total_time_s": 1e-3, "model": "onnxruntime", "threads": 2}
+    ]  # fmt: skip
+    return ceil, gemm, json.loads(MODELS.read_text()), runtime
+
+
+def test_report_takes_every_result_kind_and_shows_placements_as_ops_on_their_machine():
+    from rooflab import report
+
+    ceil, gemm, placed, runtime = _report_inputs()
+    page = report.build([ceil, gemm, placed, runtime])  # a runtime result stopped it: KeyError 'count'
+    assert "<h2>Comparison</h2>" not in page  # a placement's ceilings are not a second machine
+    assert page.count("<h2>Ceilings</h2>") == 1  # the place sections do not repeat the ceilings table
+    assert "conv1" in page and "Conv" in page
+    gemm_part = page.split("(kernel family)</h2>")[1].split("(ops placed)</h2>")[0]
+    assert "measured 4.192 GHz" in gemm_part and "0.00 GHz" not in gemm_part
+    assert "4.192" in gemm_part.split("theoretical")[1]  # peaks at the measured clock, not the nominal one
+    assert "cpu.gemm.01-naive" in gemm_part and "1%" in gemm_part and "<img" in gemm_part
+
+
+def test_compare_colours_follow_the_threshold_with_a_key_and_a_legend_without_twins(monkeypatch):
+    import copy
+
+    from rooflab import report
+
+    ceil = _report_inputs()[0]
+    other = copy.deepcopy(ceil)
+    for c in other["ceilings"]:
+        c["value"] *= 0.969  # inside the 5 % threshold: not red
+    figs = []
+    monkeypatch.setattr(report, "_fig_to_img", lambda fig, alt: figs.append(fig) or "<img>")
+    html_ = report._compare_section([ceil, other, copy.deepcopy(ceil)])
+    assert "num worse" not in html_ and "Colour key" in html_ and "within 5%" in html_
+    labels = [t.get_text() for t in figs[0].axes[0].get_legend().get_texts()]
+    assert len(labels) == len(set(labels))

@@ -82,3 +82,35 @@ def test_binary_file_is_one_clear_line(tmp_path, capsys):
     (tmp_path / "dir.json").mkdir()
     with pytest.raises(RooflabError, match="cannot read"):
         load(tmp_path / "dir.json")
+
+
+def _running_file(tmp_path, **fields):
+    import json
+    import subprocess
+    import sys
+
+    from rooflab.results import ResultWriter
+
+    w = ResultWriter(tmp_path, {"id": "m"}, "elementwise", "cpu", {})
+    w.save()
+    d = json.loads(w.path.read_text())
+    assert d["status"] == "running" and d["pid"] and d["host"] and d["heartbeat"]
+    if fields.pop("dead_pid", False):
+        p = subprocess.Popen([sys.executable, "-c", "pass"])
+        p.wait()
+        d["pid"] = p.pid  # a process that has exited: what the OOM killer leaves behind
+    d.update(fields)
+    w.path.write_text(json.dumps(d))
+    return w.path
+
+
+def test_a_run_that_died_is_reported_as_died(tmp_path, capsys):
+    """A run killed outright (out of memory) left "status": "running" for ever."""
+    assert load(_running_file(tmp_path / "a"))["status"] == "running"  # this process: alive
+    d = load(_running_file(tmp_path / "b", dead_pid=True))
+    assert d["status"] == "died" and "is gone" in d["died"]
+    assert "died" in capsys.readouterr().err
+    stale = load(_running_file(tmp_path / "c", host="another-host", heartbeat="2026-01-01T00:00:00Z"))
+    assert stale["status"] == "died" and "no heartbeat" in stale["died"]
+    fresh = load(_running_file(tmp_path / "d", host="another-host"))
+    assert fresh["status"] == "running"

@@ -12,6 +12,7 @@ and the others go on.
 
 from __future__ import annotations
 
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -156,7 +157,12 @@ def measure_ops(ops_list, roofs, *, device, threads, quick, machine, writer=None
         try:
             need = _footprint(op)
             if device == "cpu":
-                require_fits(need, f"op {op['name']!r} ({fmt_bytes(need)})")
+                require_fits(
+                    need,
+                    f"op {op['name']!r} ({fmt_bytes(need)})",
+                    hint="free memory, or place the op at a smaller shape (OPS.json: its shape; a model: a smaller "
+                    "batch with `rooflab export --batch` or `place --runtime --batch`)",
+                )
             else:
                 import cupy
 
@@ -229,6 +235,24 @@ def find_ceilings(out_dir: Path, machine_id: str, device: str, explicit: str | N
     )
 
 
+def roofs_for(writer, ceil: dict, threads: int, device: str) -> place.Roofs:
+    """The roofs ops are placed on; when those of ``threads`` cannot be true and another thread
+    count's are used, the one-line note is printed and kept in the result's notes."""
+    roofs = place.Roofs(ceil, threads, device)
+    if roofs.note:
+        print(f"note: {roofs.note}")
+        writer.data.setdefault("notes", []).append(roofs.note)
+    return roofs
+
+
+def _warn_above_roof(writer, placed: list[dict], name: str = "name") -> None:
+    line = place.above_roof_warning(placed, name)
+    if line:
+        print(line, file=sys.stderr)
+        writer.data.setdefault("notes", []).append(line.removeprefix("warning: "))
+        writer.save()
+
+
 def _use_ceilings(writer, ceil: dict, src: str) -> None:
     writer.data.update(ceilings=ceil["ceilings"], ceilings_source=src, classification_rule=place.RULE)
     for part in ("cpu", "gpu"):
@@ -282,7 +306,7 @@ def run_suite(
         (name, catalog.distinct(catalog.model_ops(name, **kw))) for name, kw in catalog.suite_for(model, batch, seq)
     ]
     progress.start(sum(len(o) for _, o in groups))
-    roofs = place.Roofs(ceil, threads if device == "cpu" else 0, device)
+    roofs = roofs_for(writer, ceil, threads if device == "cpu" else 0, device)
     all_placed, summaries = [], []
     for name, ops_list in groups:
         t0 = time.monotonic()
@@ -301,6 +325,7 @@ def run_suite(
     files = _finish_outputs(writer, all_placed, summaries)
     for s in summaries:
         print(s["line"])
+    _warn_above_roof(writer, all_placed)
     for f in files:
         print(f"table:  {f}")
     progress.done(None)
@@ -309,7 +334,8 @@ def run_suite(
 def place_command(ops_list, unsupported, args, source: str) -> int:
     """Shared by `rooflab place OPS.json` and `rooflab place MODEL.onnx`: the ops run on the device
     asked for (--device cuda runs them on the GPU) and are placed on that device's ceilings."""
-    from .. import machine, plots
+    from .. import machine
+    from ..charts import roofline
     from ..progress import RichProgress
     from ..results import ResultWriter, require_writable
     from ..threads import check_threads, max_threads
@@ -333,7 +359,7 @@ def place_command(ops_list, unsupported, args, source: str) -> int:
         print(f"skipped: {u.get('op')}: {u['error']}")
     progress = RichProgress(f"placing {Path(source).name}")
     progress.start(len(ops_list))
-    roofs = place.Roofs(ceil, threads if device == "cpu" else 0, device)
+    roofs = roofs_for(writer, ceil, threads if device == "cpu" else 0, device)
     try:
         placed, errors = measure_ops(
             ops_list, roofs, device=device, threads=threads, quick=args.quick, machine=writer.data["machine"],
@@ -350,10 +376,11 @@ def place_command(ops_list, unsupported, args, source: str) -> int:
     writer.data["model_summaries"] = [s]
     writer.save()
     files = _finish_outputs(writer, placed, [s])
-    files += plots.roofline(writer.data, Path(str(writer.path)[:-5] + ".roofline"), ops=placed)
+    files += roofline.roofline(writer.data, Path(str(writer.path)[:-5] + ".roofline"), ops=placed)
     if placed:
         print(place.to_markdown(placed))
     print(s["line"])
+    _warn_above_roof(writer, placed)
     for e in writer.data["errors"]:
         print(f"error: {e['label']}: {e['error']}")
     print(f"result: {writer.path}")

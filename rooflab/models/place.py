@@ -12,8 +12,10 @@ predicts a time, and the class is the roof that explains the measured time:
   class = the largest of t_c, t_m, t_l; pct_of_roof = 100 x max(t_c, t_m, t_l) / t. An op at
   under 50 % of its roof is far below every roof and says so (``below_roof``) with the fraction,
   rather than being called memory- or compute-bound on intensity alone.
-attainable(I) = min(peak, I x BW(level, kernel)); no op may show more than 100 % of it: if one does,
-the roof it was held against is the wrong one (tests assert it).
+attainable(I) = min(peak, I x BW(level, kernel)); no op may show more than 100 % of it: if one does
+(over 105 %: ``above_roof``), the roof it was held against is the wrong one and placement warns.
+Roofs that cannot be true (roofline.implausible) are never used: the other thread count's roofs
+are, with a one-line note (``Roofs.note``), or placement refuses.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..errors import RooflabError
 from ..roofline import Roofline, capacity
 
 BELOW_ROOF = 0.5
+ABOVE_ROOF = 1.05  # an op faster than its roof by more than timing noise: the roof (or the count) is wrong
 RULE = (
     "each roof predicts a time (F/peak, B/BW of the level the data lives in for the STREAM kernel "
     "with the op's read/write mix, dispatches x the dispatch latency of the op's path); the class is "
@@ -51,6 +54,7 @@ def classify(flops: float, nbytes: float, seconds: float, peak_gflops: float, bw
         "class": cls,
         "pct_of_roof": 100 * fraction,
         "below_roof": fraction < BELOW_ROOF,
+        "above_roof": fraction > ABOVE_ROOF,
         "predicted_s": t,
         "intensity": intensity,
         "achieved_gflops": achieved,
@@ -86,6 +90,22 @@ class Roofs:
         counts = self.rf.thread_counts()
         if threads is None or threads not in counts:
             threads = max(counts) if counts else None
+        self.note = None  # one line when the roofs asked for cannot be true and others are used
+        bad = self.rf.flagged_ceilings(threads) if threads is not None else []
+        if bad:
+            what = "; ".join(f"{c['name']}: {c['why']}" for c in bad[:3]) + (" ..." if len(bad) > 3 else "")
+            clean = [t for t in counts if not self.rf.flagged_ceilings(t)]
+            if not clean:
+                raise RooflabError(
+                    f"the ceilings hold roofs that cannot be true at every thread count ({what})",
+                    "re-run `rooflab run` when the machine is quiet, or pass --ceilings with another result",
+                )
+            alt = min(clean, key=lambda t: abs(t - threads))
+            self.note = (
+                f"the {threads}-thread ceilings hold roofs that cannot be true ({what}): "
+                f"ops are placed on the {alt}-thread roofs instead"
+            )
+            threads = alt
         self.threads, self.device = threads, device
         machine = ceilings.get("machine", {})
         if device == "cuda":
@@ -167,6 +187,18 @@ def place_work(
     }
 
 
+def above_roof_warning(placed: list[dict], name: str = "name") -> str | None:
+    """One line naming every op measured faster than its roof allows (a true roof cannot be beaten:
+    the roof is wrong, or the op's FLOP/byte count is); None when there is none."""
+    over = sorted((p for p in placed if p.get("above_roof")), key=lambda p: -p["pct_of_roof"])
+    if not over:
+        return None
+    return (
+        f"warning: {len(over)} op(s) measured above their roof (a true roof cannot be beaten: the roof or the op's work count is wrong): "
+        + ", ".join(f"{p.get(name)} {p['pct_of_roof']:.0f}% of {p.get('class')}" for p in over)
+    )
+
+
 def summarize_model(placed: list[dict]) -> dict:
     """Share of the forward pass's time by class (times weighted by each op's count)."""
     total = sum(p["total_time_s"] for p in placed) or 1.0
@@ -242,6 +274,7 @@ def to_markdown(placed: list[dict]) -> str:
         rows.append(
             f"| {p['name']} | {p['kind']} | {p['count']} | {p['impl']} | {p['intensity']:.3g} | "
             f"{p['seconds'] * 1e6:.1f} | {p['achieved_gflops']:.3g} | {roof} | {p['pct_of_roof']:.0f}% | "
-            f"{p['class']}{' (below roof)' if p['below_roof'] else ''} |"
+            f"{p['class']}{' (below roof)' if p['below_roof'] else ''}"
+            f"{' (ABOVE its roof: roof or work count wrong)' if p.get('above_roof') else ''} |"
         )
     return head + "\n".join(rows) + "\n"

@@ -144,7 +144,7 @@ def summarize(
     for r in placed:
         roof_t = max(r["predicted_s"].values())
         r["time_above_roof_s"] = max(0.0, r["runtime_s"] - roof_t)
-    worst = sorted(placed, key=lambda r: -r["time_above_roof_s"])[:3]
+    worst = sorted((r for r in placed if r["time_above_roof_s"] > 0), key=lambda r: -r["time_above_roof_s"])[:3]
     below = sum(r["runtime_s"] for r in placed if r["below_roof"])
     listed = [r for r in rows if not r.get("parts")]
     s = {
@@ -237,6 +237,7 @@ def to_markdown(rows: list[dict]) -> str:
         if r.get("parts") and "pct_of_roof" in r:
             perf = f"{r['achieved_gflops']:.3g} | {r['attainable_gflops']:.3g} | {r['pct_of_roof']:.0f}%"
             cls = r["class"] + (" (below roof)" if r["below_roof"] else "")
+            cls += " (ABOVE its roof: roof or work count wrong)" if r.get("above_roof") else ""
         else:
             perf, cls = "- | - | -", r["class"] + (f": {r['note']}" if r.get("note") else "")
         out.append(
@@ -247,7 +248,7 @@ def to_markdown(rows: list[dict]) -> str:
 
 
 def plot_points(rows: list[dict], own: list[dict], runtime_label: str, threads: int | None) -> list[dict]:
-    """Both point sets for plots.roofline: the runtime's nodes and rooflab's re-execution of the
+    """Both point sets for charts.roofline: the runtime's nodes and rooflab's re-execution of the
     same ops (marker = set, colour = class, size = share of its set's time)."""
     pts = []
     for r in rows:
@@ -295,10 +296,10 @@ def place_profile(profile: dict, args, source: str, ready: dict) -> dict:
     """Shared by `rooflab place MODEL.onnx --runtime onnxruntime` and place_torch: placement,
     rooflab's own times, result file, table, plot and the summary line. Returns the summary (with
     ``result``: the result file, ``outputs``: the table and plot files)."""
-    from .. import plots
+    from ..charts import roofline
     from ..progress import RichProgress
     from ..results import ResultWriter
-    from .measure import _device_name, _use_ceilings
+    from .measure import _device_name, _use_ceilings, _warn_above_roof, roofs_for
 
     device, desc = ready["device"], ready["machine"]
     ceil, src, out = ready["ceilings"], ready["ceilings_source"], Path(args.out)
@@ -315,7 +316,7 @@ def place_profile(profile: dict, args, source: str, ready: dict) -> dict:
     }
     writer = ResultWriter(out, desc, "runtime", device, config)
     _use_ceilings(writer, ceil, src)
-    roofs = place.Roofs(ceil, profile["threads"] if device == "cpu" else 0, device)
+    roofs = roofs_for(writer, ceil, profile["threads"] if device == "cpu" else 0, device)
     rows = profile["rows"]
     place_rows(rows, roofs, f"library-{device}")
     own = []
@@ -357,9 +358,10 @@ def place_profile(profile: dict, args, source: str, ready: dict) -> dict:
         md += [f"Graph nodes the runtime never ran as nodes (folded or removed): {len(profile['not_executed'])}", ""]
     md.append(to_markdown(rows))
     files[1].write_text("\n".join(md))
-    files += plots.roofline(writer.data, Path(stem + ".roofline"), ops=writer.data["ops_placed"])
+    files += roofline.roofline(writer.data, Path(stem + ".roofline"), ops=writer.data["ops_placed"])
     print(to_markdown(rows))
     print(s["line"])
+    _warn_above_roof(writer, rows, "node")
     if profile.get("not_executed"):
         names = [n["node"] for n in profile["not_executed"]]
         print(f"not run as nodes ({len(names)}, folded or removed by the runtime): {', '.join(names[:6])}"

@@ -39,7 +39,9 @@ def parse_ops(doc) -> tuple[list[dict], list[dict]]:
                 op["name"] = f"#{i} {op['kind']}"
             ok.append(op)
         except RooflabError as e:
-            bad.append({"op": f"#{i}", "error": str(e)})
+            name = raw.get("name") if isinstance(raw, dict) else None
+            kind = raw.get("kind") if isinstance(raw, dict) else None
+            bad.append({"op": str(name) if name else f"op {i} ({kind or type(raw).__name__})", "error": str(e)})
     return ok, bad
 
 

@@ -187,6 +187,10 @@ def cases(
 
         caches = read_caches()
         llc = caches[-1]["size_bytes"] if caches else 32 << 20
+    if max_bytes is None:  # the family suite: the run's --max-working-set
+        from ...memory import working_set_limit
+
+        max_bytes = working_set_limit()
     names = [f"{device}.chase.02-random-cycle-hugepages"]
     if not quick:
         names.insert(0, f"{device}.chase.01-random-cycle")

@@ -355,19 +355,25 @@ def _llc_bytes() -> int:
     return caches[-1]["size_bytes"] if caches else 32 << 20
 
 
-def dram_numel(dtype: str, llc: int | None = None) -> int:
-    """Elements per array so that each array is >= 4x the last-level cache (STREAM's rule)."""
+MIN_DRAM_ARRAY = 64 << 20  # arrays smaller than this (or 4x the LLC) would not measure DRAM
+KERNEL_ARRAYS = 4  # the most arrays one case's kernel touches (bias_gelu_add: x, bias, residual, out)
+LIVE_ARRAYS = 6  # a case's arrays (up to 4: bias_gelu_add's x, bias, residual, out) + reference + temporaries
+
+
+def dram_numel(dtype: str, llc: int | None = None, cap: int | None = None) -> int:
+    """Elements per array so that each array is >= 4x the last-level cache (STREAM's rule), at
+    most ``cap`` bytes (memory.array_cap: --max-working-set, a quick run's budget, free memory)."""
     llc = llc or _llc_bytes()
-    return int(4 * llc // np.dtype(dtype).itemsize)
+    return int(min(4 * llc, cap or 4 * llc) // np.dtype(dtype).itemsize)
 
 
 # ResNet-50 activations (C, H, W) per stage, where its batch norms run
 RESNET_STAGES = ((64, 112, 112), (256, 56, 56), (512, 28, 28), (1024, 14, 14), (2048, 7, 7))
 
 
-def dram_sizes(dtype: str, llc: int | None = None) -> dict:
-    """Op shape dicts with every array >= 4x LLC (transformer and ResNet-like shapes)."""
-    n = dram_numel(dtype, llc)
+def dram_sizes(dtype: str, llc: int | None = None, cap: int | None = None) -> dict:
+    """Op shape dicts with every array >= 4x LLC (transformer and ResNet-like shapes), at most ``cap``."""
+    n = dram_numel(dtype, llc, cap)
     sizes = {kind: {"numel": n} for kind in ("add", "scale", "relu", "gelu")}
     sizes["softmax"] = {"rows": -(-n // 512), "cols": 512}  # BERT attention scores, seq 512
     sizes["layernorm"] = {"rows": -(-n // 768), "cols": 768}  # BERT-base hidden
@@ -394,11 +400,26 @@ def cases(quick: bool, threads: list[int], device: str = "cpu") -> list[Case]:
     if quick:
         threads = threads[-1:]
     dtypes = ("float32",) if quick else DTYPES
+    from ...memory import array_cap, fmt_bytes, require_fits, working_set_limit
+
     llc = _llc_bytes()
+    cap = array_cap(LIVE_ARRAYS, quick)  # checked before anything is allocated, never OOM-killed
+    big = max(min(4 * llc, cap), min(4 * llc, MIN_DRAM_ARRAY))  # smaller arrays would not be DRAM
+    if working_set_limit() and KERNEL_ARRAYS * big > working_set_limit():
+        raise RooflabError(
+            f"--max-working-set {fmt_bytes(working_set_limit())} is below the {KERNEL_ARRAYS} x {fmt_bytes(big)} "
+            "that DRAM-sized elementwise cases need",
+            f"pass --max-working-set {-(-KERNEL_ARRAYS * big >> 20)}M or more",
+        )
+    require_fits(
+        LIVE_ARRAYS * big,
+        f"the elementwise suite's arrays ({LIVE_ARRAYS} x {fmt_bytes(big)})",
+        hint="free memory (DRAM-sized cases need arrays of at least 64 MiB)",
+    )
     out: list[Case] = []
     for dtype in dtypes:
-        sizes = dram_sizes(dtype, llc)
-        n = dram_numel(dtype, llc)
+        sizes = dram_sizes(dtype, llc, cap)
+        n = dram_numel(dtype, llc, cap)
         for t in threads:
             group = f"dram/{dtype}/{t}T"
             for k in ("copy", "triad"):

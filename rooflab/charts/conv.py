@@ -15,14 +15,14 @@
                     share the bytes and the time, so the segment runs along a diagonal. Roofs: the
                     FP32 peak and every memory level's fastest kernel at the panel's thread count.
 
-Why not family_report.chart: rate against problem size mixes algorithms whose "FLOPs" differ (a
+Why not charts.family.chart: rate against problem size mixes algorithms whose "FLOPs" differ (a
 Winograd GFLOP/s is nominal work at real speed); these charts keep the algorithm as the series.
 
 "Best verified variant": records with status ok and verified; a failed or unverified record (a
 wrong kernel however fast) is never a bar or a point. Crossovers use the same run's records, so the
 ratios hold on a shared machine; absolute times across runs do not.
 
-Written by `rooflab run --suite conv` (family_report.chart calls charts() for the conv suite) and
+Written by `rooflab run --suite conv` (charts.family.chart calls charts() for the conv suite) and
 `rooflab plot RESULT.json` on a conv result. Tests: tests/test_conv_charts.py (synthetic result).
 """
 
@@ -260,7 +260,7 @@ def roof_lines(ceilings: dict | None, threads: int, dtype: str = "float32") -> t
     result; (None, []) without one."""
     if not ceilings:
         return None, []
-    from ...roofline import Roofline
+    from ..roofline import Roofline
 
     rf = Roofline(ceilings)
     return rf.peak(dtype, threads), rf.memory_roofs(threads)
