@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 from . import roofline
+from .choices import devices as _devices
+from .choices import suites as _suites
 from .errors import RooflabError
 from .memory import fmt_bytes, parse_size
 
@@ -17,26 +19,6 @@ def _console():
     from rich.console import Console
 
     return Console()
-
-
-def _devices(text: str) -> list[str]:
-    text = (text or "cpu").lower()
-    if text == "all":  # the CPU first; a GPU that cannot run is one line and exit 2 after it
-        return ["cpu", "cuda"]
-    if text not in ("cpu", "cuda"):
-        raise RooflabError(f"unknown device {text!r}", "use --device cpu, cuda or all")
-    return [text]
-
-
-def _suites(text: str) -> list[str]:
-    names = [s.strip() for s in (text or "ceilings").split(",") if s.strip()]
-    from .registry import family_suites
-
-    known = ("ceilings", "models", "probe", *family_suites())
-    for s in names:
-        if s not in known:
-            raise RooflabError(f"unknown suite {s!r}", f"use one or more of: {', '.join(known)}")
-    return names
 
 
 # ---- info --------------------------------------------------------------------------------------
@@ -133,6 +115,17 @@ def _info_clock(machine_id: str, out: Path, probe_clock) -> tuple[float | None, 
 
 
 def cmd_run(args) -> int:
+    """`rooflab run`; the run's --max-working-set is in force for this run alone (a later run or
+    suite in the same process, the tests' included, starts without it)."""
+    from .memory import set_working_set_limit
+
+    try:
+        return _run(args)
+    finally:
+        set_working_set_limit(None)
+
+
+def _run(args) -> int:
     from . import machine
     from .driver import Settings
     from .progress import RichProgress

@@ -19,6 +19,8 @@ from pathlib import Path
 from ..errors import RooflabError
 from ..results import require_writable, utc_now
 from . import store
+from .outcome import line as _line
+from .outcome import run_args, summary
 
 DEFAULT_SUITE = "probe"
 DEFAULT_TIMEOUT_S = 3600.0
@@ -35,7 +37,8 @@ def parse_nodes(text: str | None):
 
 
 def settings_from(args) -> dict:
-    from ..commands import _devices, _suites
+    from ..choices import devices as _devices
+    from ..choices import suites as _suites
 
     suite = args.suite or DEFAULT_SUITE
     _suites(suite)  # an unknown suite is refused here, not on every node
@@ -56,18 +59,6 @@ def settings_from(args) -> dict:
         "timeout": args.timeout if args.timeout is not None else DEFAULT_TIMEOUT_S,
         "nodes": args.nodes or "all",
     }
-
-
-def run_args(settings: dict) -> list[str]:
-    """The `rooflab run` arguments every node gets (the caller adds --out and --no-plot)."""
-    out = ["--suite", settings["suite"], "--device", settings["device"]]
-    if settings["quick"]:
-        out.append("--quick")
-    if settings.get("threads"):
-        out += ["--threads", str(settings["threads"])]
-    if settings.get("budget"):
-        out += ["--budget", f"{settings['budget']:g}"]
-    return out
 
 
 def choose(usable: list[dict], want: int | None, done: dict, where: str) -> tuple[list[dict], list[dict]]:
@@ -91,15 +82,6 @@ def choose(usable: list[dict], want: int | None, done: dict, where: str) -> tupl
         (skipped if n["node_id"] in done or by_host else todo).append(n)
     room = len(todo) if want is None else max(0, want - len(skipped))
     return todo[:room], skipped
-
-
-def _line(entry: dict) -> str:
-    secs = entry.get("seconds")
-    if secs is None and entry.get("finished_unix") and entry.get("started_unix"):
-        secs = entry["finished_unix"] - entry["started_unix"]
-    t = f"{secs:7.1f} s" if secs is not None else "      - s"
-    why = f"  {entry['reason']}" if entry.get("reason") else ""
-    return f"{entry['status']:<11} {entry['node_id']:<40} {t}{why}"
 
 
 def run_fleet(args) -> int:
@@ -182,23 +164,3 @@ def caller_cost(stats: dict) -> dict:
         "results": n,
         "seconds_per_result": stats.get("collect_seconds", 0.0) / n if n else None,
     }
-
-
-def summary(out: Path, manifest: dict, entries: list[dict], status: str, alive: set) -> int:
-    bad = [e for e in entries if e["status"] != "ok"]
-    good = store.good_nodes(out, manifest)
-    print(
-        f"fleet: {len(entries) - len(bad)} of {len(entries)} node(s) run now characterized; "
-        f"{len(good)} good result(s) in {out / 'nodes'}"
-    )
-    if bad:
-        kinds = Counter(e["status"] for e in bad)
-        print("failed: " + ", ".join(f"{n} {k}" for k, n in kinds.items()) + f"; see {out / store.MANIFEST}")
-        print(f"run only those again: rooflab fleet run --resume {out}")
-    gone = [n for n, e in manifest["nodes"].items() if e["status"] != "ok" and n not in alive]
-    if gone:
-        print(f"note: {len(gone)} earlier failed node(s) are no longer in the cluster: {', '.join(gone[:5])}")
-    if status == "interrupted":
-        print(f"interrupted: kept {len(good)} result(s) in {out}", file=sys.stderr)
-        return 130
-    return 1 if bad else 0

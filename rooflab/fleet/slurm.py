@@ -83,7 +83,7 @@ def script(
 
 
 def run_fleet(args, out: Path, settings: dict, want: int | None, manifest: dict | None) -> int:
-    from .runner import run_args, summary
+    from .outcome import run_args, summary
 
     partition = getattr(args, "partition", None)
     done = store.good_nodes(out, manifest) if manifest else {}
@@ -133,7 +133,7 @@ def run_fleet(args, out: Path, settings: dict, want: int | None, manifest: dict 
 def gather(out: Path, manifest: dict, since: float, expected: int, job) -> list[dict]:
     """The reports the job's nodes wrote (reports/ newer than ``since``) into the manifest; the
     nodes that wrote none as one failed entry."""
-    from .runner import _line
+    from .outcome import line as _line
 
     entries = []
     for f in sorted((out / "reports").glob("*.json")) if (out / "reports").is_dir() else []:
