@@ -384,13 +384,10 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
             "the OS gives no cache sizes (sysfs): no L1/L2/L3 ceilings; only working sets of 1 GiB and more "
             "count as DRAM",
         )
-    with ph("clock probe"):
-        step = progress.step
-        step("clock probe")
+    with ph("clock probe"):  # (the progress bar starts once the plan is known: ~1-2 s later)
         for t in plan.thread_counts():
             driver.probe_clock(t)
     with ph("DRAM sizing probe"):
-        step("DRAM sizing probe")
         dram = dram_plan(plan, caches, probe)
     d = dram.get("dram_from_bytes")
     if caches and d and d < 4 * caches[-1]["size_bytes"]:
@@ -420,7 +417,7 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
     sweep = [] if "intensity" in plan.skip else intensity_cases(plan, l1, intensity_ws, l2)
     chases = [] if "chase" in plan.skip else chase_cases(plan, caches, max_ws, dram_from=d)
     passes = plan.pass_count()
-    task = progress.start(2 + passes * (len(latency) + len(peaks) + len(bandwidth) + len(chases)) + len(sweep))
+    task = progress.start(passes * (len(latency) + len(peaks) + len(bandwidth) + len(chases)) + len(sweep))
     writer.save()
     for _ in range(passes):  # each ceiling in several passes spread over the run (see derive_ceilings)
         with ph("dispatch latency"):
