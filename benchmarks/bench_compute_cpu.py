@@ -5,7 +5,7 @@ time_fma: seconds per call (~1e9 FLOP); track_gflops: GFLOP/s, higher is better.
 
 import numpy as np
 
-from ._common import bench_params, prepared, thread_counts
+from ._common import bench_params, dram_bytes, prepared, thread_counts
 
 
 def _build_fma(dtype, threads):
@@ -56,8 +56,8 @@ SWEEP_CONFIGS = ["1-stream-L1-blocks", "8-streams-L2-blocks"]  # rooflab.suite_c
 
 
 def _build_sweep(K, passes, config):
-    """The suite's own sweep point: cpu.intensity.ert-rotating on a >= 4x-LLC array (at least
-    256 MiB), all threads, in one of the suite's two (streams, block) configurations."""
+    """The suite's own sweep point: cpu.intensity.ert-rotating on a DRAM-sized array (where the
+    suite's probe finds DRAM, at least 256 MiB; shared by every point), all threads, in one of the suite's two (streams, block) configurations."""
     import rooflab
     from rooflab import suite_ceilings
     from rooflab.cpu import machine as cpu_machine
@@ -68,12 +68,12 @@ def _build_sweep(K, passes, config):
     caches = cpu_machine.read_caches()
     l1 = caches[0]["size_bytes"] if caches else 32 << 10
     l2 = next((c["size_bytes"] for c in caches if c["level"] == 2), 8 * l1)
-    llc = caches[-1]["size_bytes"] if caches else 64 << 20
     configs = bench_params("intensity_configs", SWEEP_CONFIGS)  # the names the benchmark's params use
     S, block = suite_ceilings.intensity_configs(l1, l2)[configs.index(config)]
     t = max_threads()
     v = rooflab.get_variant("cpu.intensity.ert-rotating")
-    inputs = v.inputs(max(4 * llc, 256 << 20), np.dtype(np.float64), threads=t)
+    nbytes = dram_bytes()  # one array for every point: kept while the points run
+    inputs = prepared(("sweep-array", nbytes, t), lambda: v.inputs(nbytes, np.dtype(np.float64), threads=t), "array")
     params = v.params(K=K, S=S, block=block, target_s=0.05)
     Driver(cpu_backend(), Settings(probe_clock=False)).verify(v, inputs, {**params, "reps": passes}, t)
     return v, inputs, params, t
@@ -81,7 +81,7 @@ def _build_sweep(K, passes, config):
 
 class IntensitySweepCPU:
     """One point of the intensity sweep as the ceilings suite runs it (cpu.intensity.ert-rotating, all
-    threads, each call on the next slice of a >= 4x-LLC array): FLOP/B = K * passes / 8. (It
+    threads, each call on the next slice of a DRAM-sized array): FLOP/B = K * passes / 8. (It
     replaces IntensityCPU, which timed cpu.ert.fma with S = 4 over a 256 MiB array: not what the
     suite measures, so its history ends there.)"""
 

@@ -9,6 +9,8 @@ Thread-pool wait policies (OMP_WAIT_POLICY, OPENBLAS_THREAD_TIMEOUT) are left as
 them and recorded in every result: passive waiting would make each parallel region cost ~75 us
 here instead of a few, and that is a property of the user's configuration to be measured, not
 hidden. Suites that alternate numba-parallel and BLAS calls pause between the two instead.
+- numba's on-disk cache goes to a folder keyed on every kernel source (rooflab/jitcache.py), so a
+  changed callee in another file never leaves a stale compiled caller behind.
 """
 
 from __future__ import annotations
@@ -56,3 +58,7 @@ def configure() -> str:
 
 
 configure()
+
+from . import jitcache  # noqa: E402
+
+jitcache.configure()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 from . import roofline
@@ -192,7 +193,7 @@ def _run(args) -> int:
             except KeyboardInterrupt:
                 progress.close()
                 writer.finish("interrupted")
-                print(f"rooflab: interrupted; kept what was measured in {writer.path}", file=sys.stderr)
+                print(_interrupted_line(writer), file=sys.stderr)
                 return 130
             except RooflabError:
                 progress.close()
@@ -201,6 +202,7 @@ def _run(args) -> int:
             progress.close()
             writer.finish("complete" if not writer.data["errors"] else "complete-with-errors")
             files = []
+            t_plots = time.perf_counter()
             if not args.no_plot:
                 from .charts import all_plots
 
@@ -210,16 +212,23 @@ def _run(args) -> int:
                     from .charts import family
 
                     files = family.chart(writer.data, writer.path.with_suffix(""), _newest_ceilings(out, writer))
+            if files and writer.data.get("phases"):
+                _add_phase(writer, "plots", time.perf_counter() - t_plots)
             if suite not in ("ceilings", "models", "probe"):
                 _family_summary(writer.data)
             if suite == "ceilings":
+                consistency = _agreement(writer, out)
                 _summary(writer.data)
-                _agreement(writer, out)
+                print(consistency)
             elif writer.data.get("ceilings"):  # a family suite that derives ceilings (latency, chase)
                 _summary(writer.data)
             else:
                 for e in writer.data.get("errors", []):
                     print(f"error: {e.get('label')}: {e['error']}")
+            from .phases import lines as phase_lines
+
+            for line in phase_lines(writer.data):  # where the time went
+                print(line)
             print(f"result: {writer.path}")
             for f in files:
                 print(f"plot:   {f}")
@@ -335,6 +344,8 @@ def _summary(data: dict) -> None:
         for ce in data["ceilings"]:
             s = ce["stats"]
             notes = [f"[red]{n}[/red]" if n in ("noisy", ">105% of theoretical") else n for n in ceiling_notes(ce)]
+            if ce.get("moved"):
+                notes.append(f"[red]moved {ce['moved']['ratio'] - 1:+.0%} vs previous run[/red]")
             t.add_row(ce["name"], f"{ce['value']:.4g}", f"{s['p20']:.4g}-{s['p80']:.4g}", ce["unit"], ", ".join(notes))
         c.print(t)
     from rich.markup import escape
@@ -345,38 +356,77 @@ def _summary(data: dict) -> None:
         c.print(f"[yellow]note[/yellow] {escape(n)}")
 
 
-def _agreement(writer, out: Path) -> None:
-    """Compare with the previous run of the same suite on this machine; say if it was noisy."""
+def _interrupted_line(writer) -> str:
+    ph = (writer.data.get("phases") or {}).get("items") or []
+    done = [p["name"] for p in ph if not p.get("interrupted")]
+    where = next((p["name"] for p in ph if p.get("interrupted")), None)
+    return (
+        "rooflab: interrupted"
+        + (f" in phase {where!r}" if where else "")
+        + f"; kept what was measured ({len(writer.data['records'])} records"
+        + (f"; phases done: {', '.join(done)}" if done else "")
+        + f") in {writer.path}"
+    )
+
+
+def _add_phase(writer, name: str, seconds: float) -> None:
+    ph = writer.data["phases"]
+    ph["items"].append({"name": name, "seconds": round(seconds, 3), "entered": 1})
+    ph["total_s"] = round(ph["total_s"] + seconds, 3)
+    writer.save()
+
+
+def _previous_same_kind(out: Path, data: dict, path: Path):
+    """The newest earlier finished result of the same suite, device and --quick on this machine."""
     from .results import load, previous_results
 
+    prev = previous_results(out, data["machine"]["id"], data["suite"], data["device"], path)
+    for p in reversed([p for p in prev if p.name < Path(path).name]):  # not a run started after this one
+        try:
+            old = load(p)
+        except RooflabError:
+            continue
+        if old.get("status", "").startswith("complete") and old.get("config", {}).get("quick") == data["config"].get(
+            "quick"
+        ):
+            return p, old
+    return None, None
+
+
+def _agreement(writer, out: Path) -> str:
+    """Compare with the previous finished run of the same suite on this machine (same --quick):
+    every ceiling that moved by more than AGREEMENT is flagged in the result (``moved``) and in the
+    summary, and named in the line returned (always one line, also when there is nothing to
+    compare with)."""
     data = writer.data
-    prev = previous_results(out, data["machine"]["id"], data["suite"], data["device"], writer.path)
-    prev = [p for p in prev if p.stat().st_mtime < writer.path.stat().st_mtime]
-    if not prev or not data.get("ceilings"):
-        return
-    try:
-        old = load(prev[-1])
-    except RooflabError:
-        return
-    if old.get("config", {}).get("quick") != data["config"].get("quick"):
-        return
+    prev, old = _previous_same_kind(out, data, writer.path)
+    kind = "quick" if data["config"].get("quick") else "full"
+    if not data.get("ceilings"):
+        return "consistency: no ceilings in this run to compare"
+    if prev is None:
+        return f"consistency: no earlier finished {kind} run of this suite in {out} to compare with"
     rows = roofline.compare_ceilings([old, data])
-    worst = [r for r in rows if r["ratios"][-1] is not None and abs(r["ratios"][-1] - 1) > AGREEMENT]
+    by_name = {c["name"]: c for c in data["ceilings"]}
+    movers = [r for r in rows if r["ratios"][-1] is not None and abs(r["ratios"][-1] - 1) > AGREEMENT]
+    for r in movers:
+        c = by_name.get(r["name"])
+        if c is not None:
+            c["moved"] = {"ratio": r["ratios"][-1], "previous": str(prev)}
+    compared = sum(r["ratios"][-1] is not None for r in rows)
     data["agreement"] = {
-        "previous": str(prev[-1]),
+        "previous": str(prev),
         "tolerance": AGREEMENT,
-        "disagreeing": [{"name": r["name"], "ratio": r["ratios"][-1]} for r in worst],
-        "compared": len(rows),
+        "disagreeing": [{"name": r["name"], "ratio": r["ratios"][-1]} for r in movers],
+        "compared": compared,
+        "agreeing_share": (compared - len(movers)) / compared if compared else None,
     }
     writer.save()
-    if worst:
-        names = ", ".join(f"{r['name']} ({r['ratios'][-1] - 1:+.0%})" for r in worst[:6])
-        print(
-            f"noisy: {len(worst)} of {len(rows)} ceilings differ by more than {AGREEMENT:.0%} from "
-            f"{prev[-1].name}: {names}"
+    if movers:
+        names = ", ".join(f"{r['name']} ({r['ratios'][-1] - 1:+.0%})" for r in movers)
+        return (
+            f"noisy: {len(movers)} of {compared} ceilings moved by more than {AGREEMENT:.0%} from {prev.name}: {names}"
         )
-    else:
-        print(f"consistent: all {len(rows)} ceilings within {AGREEMENT:.0%} of {prev[-1].name}")
+    return f"consistent: all {compared} ceilings within {AGREEMENT:.0%} of {prev.name}"
 
 
 # ---- plot --------------------------------------------------------------------------------------

@@ -8,7 +8,9 @@ p20/p80 of those points as spread:
   L1      (0, C1/2]                 private caches: C = size x threads in use
   Lk      [2 C(k-1), Ck/2]          the last level, shared with other cores (and on a VM with
   LLC     [2 C(k-1), C_llc/4]       other tenants), gets a wider margin
-  DRAM    [4 C_llc, inf)            STREAM's rule: arrays at least 4x the last-level cache
+  DRAM    [4 C_llc, inf)            STREAM's rule: arrays at least 4x the last-level cache, or from
+                                    where the run's probe found DRAM's plateau when that is lower
+                                    (``dram_from_bytes`` on the LLC; the LLC window then ends at 1/4 of it)
 
 Where the plateau really ends is reported next to the OS size: the last size, walking up from
 the window, whose bandwidth is still above the geometric mean of this level's and the next
@@ -65,7 +67,12 @@ def level_windows(caches: list[dict], threads: int) -> list[dict]:
     # Without cache sizes (no sysfs: some containers) the level split is refused: only sizes far
     # beyond any last-level cache shipped today count as DRAM. py-cpuinfo's cpuid sizes were tried
     # as a fallback and read 1 MiB of L3 on a 32 MiB VM: a wrong window is worse than none.
-    out.append({"level": "DRAM", "lo": 4 * prev if prev else UNKNOWN_CACHES_DRAM_FROM, "hi": None, "os_bytes": None})
+    dram_lo = 4 * prev if prev else UNKNOWN_CACHES_DRAM_FROM
+    measured = caches[-1].get("dram_from_bytes") if caches else None  # the run's probe (cpu/dram_probe.py)
+    if measured and measured < dram_lo:
+        dram_lo = measured
+        out[-1]["hi"] = min(out[-1]["hi"], measured / 4)
+    out.append({"level": "DRAM", "lo": dram_lo, "hi": None, "os_bytes": None})
     return out
 
 

@@ -93,19 +93,22 @@ def latency_cases(threads_all: int, quick: bool = False) -> list[Case]:
     return dispatch_cases(threads_all, quick)
 
 
-def chase_cases(plan: Plan, caches: list[dict], max_ws: int) -> list[Case]:
-    """Memory latency per level: the chase family's suite (1 thread, 8 KiB to 4x the LLC, at most
-    the run's largest working set), run once. Beyond the LLC one hop is ~100 ns and a call walks
-    the whole cycle (2M hops at 4x a 32 MiB LLC: ~0.2-0.3 s), so those sizes take 3 samples and,
-    in --quick, one attempt."""
+def chase_cases(plan: Plan, caches: list[dict], max_ws: int, dram_from: int | None = None) -> list[Case]:
+    """Memory latency per level: the chase family's suite (1 thread, 8 KiB to where DRAM starts:
+    ``dram_from``, else 4x the LLC; at most the run's largest working set), run once per pass.
+    Beyond the LLC one hop is ~100 ns and a call walks the whole cycle (2M hops at 128 MiB:
+    ~0.2-0.3 s), so those sizes take 3 samples and, in --quick, one attempt."""
     from dataclasses import replace
 
     from .families import chase
 
     llc = caches[-1]["size_bytes"] if caches else None
+    if dram_from:  # the chase's sizes end at the first of its sizes >= dram_from
+        llc = -(-dram_from // 4)
+        max_ws = max(max_ws, chase.sizes(llc, plan.quick)[-1])
     out = []
     for c in chase.cases(plan.quick, [1], llc=llc, max_bytes=max_ws):
-        if llc and c.size > llc:
+        if llc and c.size > min(llc, (caches[-1]["size_bytes"] if caches else llc)):
             c = replace(c, timing={**c.timing, "min_samples": 3, **({"max_attempts": 1} if plan.quick else {})})
         out.append(c)
     return out
@@ -339,54 +342,132 @@ def remeasure_implausible(driver: Driver, writer, suite: list[Case], progress) -
     return again
 
 
-def run(driver: Driver, writer, plan: Plan, progress) -> None:
-    """Measure everything in ``plan`` and store ceilings; the writer saves after every step."""
+def dram_plan(plan: Plan, caches: list[dict], probe=None) -> dict:
+    """Where this run's DRAM points start and how big its arrays get (the result file keeps it).
+
+    Caches known: a read-bandwidth probe (rooflab/cpu/dram_probe.py) finds where the DRAM plateau
+    really begins, capped by 4x the OS LLC (STREAM's rule, the old size) and by the largest working
+    set the run may use (--max-working-set, else what free memory allows). The sweep then ends at
+    that size in --quick (one DRAM point) and at 2x it in a full run (three points, factor sqrt 2);
+    the chase and the intensity sweep stop there too. No caches: the old fixed window (DRAM from
+    1 GiB). ``probe``: dram_probe.plan_dram's signature (tests pass a fake machine)."""
+    from .cpu import dram_probe
+
+    limit = plan.max_ws or default_max_ws(caches, plan.quick)
+    if not caches:
+        return {
+            "source": "the OS gives no cache sizes: DRAM counted from 1 GiB (no probe)",
+            "dram_from_bytes": roofline.UNKNOWN_CACHES_DRAM_FROM
+            if limit >= roofline.UNKNOWN_CACHES_DRAM_FROM
+            else None,
+            "top_bytes": limit,
+            "cap_bytes": limit,
+        }
+    llc = caches[-1]["size_bytes"]
+    cap = min(4 * llc, limit)
+    if "bandwidth" in plan.skip and "intensity" in plan.skip and "chase" in plan.skip:
+        return {
+            "source": "nothing DRAM-sized in this run",
+            "dram_from_bytes": None,
+            "top_bytes": limit,
+            "cap_bytes": cap,
+        }
+    out = (probe or dram_probe.plan_dram)(caches, cap)
+    d = out.get("dram_from_bytes")
+    top = limit if plan.max_ws else (d * (1 if plan.quick else 2) if d else cap)
+    out["top_bytes"] = max(min(top, limit), d or 0)
+    return out
+
+
+def sizes_for(plan: Plan, dram: dict) -> list[int]:
+    """Sweep sizes: geometric from plan.min_ws below DRAM's start, then DRAM's points from it."""
+    d, top = dram.get("dram_from_bytes"), dram["top_bytes"]
+    if not d:
+        return sweep_sizes(plan.min_ws, top, plan.sweep_factor)
+    below = [s for s in sweep_sizes(plan.min_ws, d, plan.sweep_factor) if s < d]
+    return below + sweep_sizes(d, max(top, d), plan.sweep_factor)
+
+
+def _say(writer, note: str) -> None:
+    """A note of the result that the user must see now: one line on stderr too."""
+    import sys
+
+    writer.data["notes"].append(note)
+    print(f"rooflab: {note}", file=sys.stderr, flush=True)
+
+
+def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
+    """Measure everything in ``plan`` and store ceilings; the writer saves after every step and
+    ``writer.data["phases"]`` says where the time went."""
+    from .phases import Phases
+
     machine = writer.data["machine"]
     caches = machine["cpu"]["caches"]
     l1 = caches[0]["size_bytes"] if caches else 32 << 10
-    max_ws = plan.max_ws or default_max_ws(caches, plan.quick)
+    ph = Phases(writer.data, writer.save)
     if not caches:
-        writer.data["notes"].append(
+        _say(
+            writer,
             "the OS gives no cache sizes (sysfs): no L1/L2/L3 ceilings; only working sets of 1 GiB and more "
-            "count as DRAM"
+            "count as DRAM",
         )
-    if caches and max_ws < 4 * caches[-1]["size_bytes"]:
-        writer.data["notes"].append(
-            f"the sweep stops at {fmt_bytes(max_ws)}, below 4x the LLC: no DRAM ceiling "
-            f"(pass a larger --max-working-set if memory allows)"
+    with ph("clock probe"):  # (the progress bar starts once the plan is known: ~1-2 s later)
+        for t in plan.thread_counts():
+            driver.probe_clock(t)
+    with ph("DRAM sizing probe"):
+        dram = dram_plan(plan, caches, probe)
+    d = dram.get("dram_from_bytes")
+    if caches and d and d < 4 * caches[-1]["size_bytes"]:
+        caches[-1]["dram_from_bytes"] = d  # the DRAM window starts here (roofline.level_windows)
+    max_ws = dram["top_bytes"]
+    writer.data["config"]["dram_sizing"] = dram
+    if not d:
+        _say(
+            writer,
+            f"no DRAM roof in this run: the largest working set ({fmt_bytes(max_ws)}) ends before DRAM's plateau "
+            + (f"(4x the {fmt_bytes(caches[-1]['size_bytes'])} LLC) " if caches else "(1 GiB without cache sizes) ")
+            + "- pass a larger --max-working-set if memory allows; no level stands in for it",
         )
-    sizes = sweep_sizes(plan.min_ws, max_ws, plan.sweep_factor)
-    intensity_ws = plan.intensity_ws or (min(max_ws, 512 << 20) if plan.quick else max_ws)
+    sizes = sizes_for(plan, dram)
+    intensity_ws = plan.intensity_ws or (max(d, min(max_ws, 512 << 20)) if (d and plan.quick) else max_ws)
     require_fits(int(max(sizes[-1], intensity_ws) * 2.2), f"a working set of {fmt_bytes(max(sizes[-1], intensity_ws))}")
     writer.data["config"].update(sweep_bytes=sizes, intensity_array_bytes=intensity_ws)
-    if caches and intensity_ws < 4 * caches[-1]["size_bytes"]:
+    if d and intensity_ws < d:
         writer.data["notes"].append(
-            f"intensity sweep array {fmt_bytes(intensity_ws)} is below 4x the LLC "
-            f"({fmt_bytes(4 * caches[-1]['size_bytes'])}); its low-intensity points may see cache bandwidth"
+            f"intensity sweep array {fmt_bytes(intensity_ws)} is below where DRAM starts ({fmt_bytes(d)}); "
+            "its low-intensity points may see cache bandwidth"
         )
-    suite = cases(plan, sizes, l1)
+    latency = [] if "latency" in plan.skip else latency_cases(plan.threads_all, plan.quick)
+    peaks = [] if "compute" in plan.skip else peak_cases(plan, l1)
+    bandwidth = [] if "bandwidth" in plan.skip else bandwidth_cases(plan, sizes)
     l2 = next((c["size_bytes"] for c in caches if c["level"] == 2), None)
     sweep = [] if "intensity" in plan.skip else intensity_cases(plan, l1, intensity_ws, l2)
-    chases = [] if "chase" in plan.skip else chase_cases(plan, caches, max_ws)
+    chases = [] if "chase" in plan.skip else chase_cases(plan, caches, max_ws, dram_from=d)
     passes = plan.pass_count()
-    task = progress.start(1 + passes * (len(suite) + len(chases)) + len(sweep))
-    step = progress.step
-
-    step("clock probe")
-    for t in plan.thread_counts():
-        driver.probe_clock(t)
+    task = progress.start(passes * (len(latency) + len(peaks) + len(bandwidth) + len(chases)) + len(sweep))
     writer.save()
     for _ in range(passes):  # each ceiling in several passes spread over the run (see derive_ceilings)
-        driver.run(suite, writer, progress)
-        driver.run(chases, writer, progress)  # latency per level too: its fastest pass per size
-    driver.run(sweep, writer, progress)
-    writer.data["sweeps"]["intensity"] = best_sweep_points(writer.data["sweeps"]["intensity"])
-    set_theoretical(machine["cpu"], driver.best_clock)
-    writer.data["ceilings"] = derive_ceilings(writer.data)
-    remeasure_implausible(driver, writer, suite, progress)
-    writer.data["notes"] += roofline.order_violations(writer.data["ceilings"])
-    writer.data["notes"] += roofline.sweep_above_roof(writer.data["ceilings"], writer.data["sweeps"]["intensity"])
-    writer.data["notes"] += peak_notes(writer.data["ceilings"], machine["cpu"])
-    writer.data["notes"] += roofline.mark_implausible(writer.data["ceilings"])
+        with ph("dispatch latency"):
+            driver.run(latency, writer, progress)
+        with ph("FMA peaks"):
+            driver.run(peaks, writer, progress)
+        with ph("bandwidth sweep"):
+            driver.run(bandwidth, writer, progress)
+        with ph("memory latency (chase)"):
+            driver.run(chases, writer, progress)  # latency per level too: its fastest pass per size
+    with ph("intensity sweep"):
+        driver.run(sweep, writer, progress)
+    with ph("ceilings"):
+        writer.data["sweeps"]["intensity"] = best_sweep_points(writer.data["sweeps"]["intensity"])
+        set_theoretical(machine["cpu"], driver.best_clock)
+        writer.data["ceilings"] = derive_ceilings(writer.data)
+    with ph("re-measure of ceilings that cannot be true"):
+        remeasure_implausible(driver, writer, latency + peaks + bandwidth, progress)
+    with ph("ceilings"):
+        writer.data["notes"] += roofline.order_violations(writer.data["ceilings"])
+        writer.data["notes"] += roofline.sweep_above_roof(writer.data["ceilings"], writer.data["sweeps"]["intensity"])
+        writer.data["notes"] += peak_notes(writer.data["ceilings"], machine["cpu"])
+        writer.data["notes"] += roofline.mark_implausible(writer.data["ceilings"])
+    ph.finish()
     writer.save()
     progress.done(task)

@@ -9,10 +9,10 @@ instruction in the hot loop.
 Width: chosen once from the CPU numba compiles for (rooflab._numba_env removes LLVM's
 prefer-256-bit tuning so zmm is usable): AVX-512 -> 512-bit (16 x f32, 8 x f64); AVX/AVX2 ->
 256-bit (8 x f32, 4 x f64); otherwise 128-bit. ``ROOFLAB_SIMD_BITS=256`` (or 128/512) forces it, e.g.
-to exercise the AVX2 path on an AVX-512 host; ``ROOFLAB_PREFER_256=1`` also selects 256. Caution:
-the width is baked into numba's on-disk cache (cache=True) and ROOFLAB_SIMD_BITS does not change
-the cache key; to emulate an AVX2 machine prefer NUMBA_CPU_FEATURES with the avx512 features
-switched off (it keys the cache and stops LLVM using AVX-512), or set NUMBA_CACHE_DIR too.
+to exercise the AVX2 path on an AVX-512 host; ``ROOFLAB_PREFER_256=1`` also selects 256. The width
+is baked into the compiled code: both settings key numba's cache folder (rooflab/jitcache.py), as
+every kernel source does; to emulate an AVX2 machine fully, also switch off the avx512 features in
+NUMBA_CPU_FEATURES (stops LLVM using AVX-512 elsewhere).
 
 API (all usable inside @njit code; the lane count follows the array's dtype; arrays must be
 C-contiguous (layout 'C'); indices are not bounds-checked and never wrapped, i.e. -1 is NOT the

@@ -40,13 +40,15 @@ class Rotation:
         self.a, self.offset, self.n, self.sizes = a, 0, a.size, {}
 
     def prepare(self, K, S, block, reps, threads, target_s) -> None:
-        """Size the slice for ~target_s per call at this point, once, from a timed 1/16 of the array."""
+        """Size the slice for ~target_s per call at this point, once, from a timed 1/16 of the array
+        (at most MIN_SLICE_BYTES: the probe of a 1.9 GiB array at 256 FLOP/B took seconds, twice).
+        The untimed first call, which compiles and wakes the threads, runs on one block per thread."""
         key = (K, S, block, reps, threads)
         if key not in self.sizes:
             unit = block * threads
-            probe = max(unit, (self.a.size // 16) // unit * unit)
+            probe = max(unit, min(self.a.size // 16, self.MIN_SLICE_BYTES // self.a.itemsize) // unit * unit)
             chunk = self.a[:probe]
-            _ert(chunk, K=K, S=S, block=block, reps=reps, threads=threads)  # compile
+            _ert(self.a[:unit], K=K, S=S, block=block, reps=reps, threads=threads)  # compile
             t0 = time.perf_counter()
             _ert(chunk, K=K, S=S, block=block, reps=reps, threads=threads)
             dt = time.perf_counter() - t0

@@ -1,0 +1,135 @@
+"""A ceilings run says where its time went (one line per phase, also in the result), compares
+itself with the previous run and flags every mover, and keeps the finished phases when
+interrupted in any phase. The driver is a stand-in that records nothing: these check the run's
+bookkeeping, the measurements are checked by the kernel and suite tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from rooflab import cli, commands
+from rooflab.cpu import dram_probe
+from rooflab.results import ResultWriter, load
+
+TINY = ["--quick", "--max-working-set", "256K", "--budget", "0.005", "--no-plot"]
+PHASES = ["clock probe", "DRAM sizing probe", "dispatch latency", "FMA peaks", "bandwidth sweep",
+          "memory latency (chase)", "intensity sweep"]  # fmt: skip
+PREFIX = {"dispatch latency": "cpu.latency.", "FMA peaks": "cpu.ert.", "bandwidth sweep": "cpu.stream.",
+          "memory latency (chase)": "cpu.chase.", "intensity sweep": "cpu.intensity."}  # fmt: skip
+
+
+class FakeDriver:
+    def __init__(self, stop_in=None):
+        self.best_clock = {}
+        self.stop_in = stop_in
+
+    def probe_clock(self, threads):
+        if self.stop_in == "clock probe":
+            raise KeyboardInterrupt
+        return None
+
+    def run(self, cases, writer=None, progress=None):
+        prefix = PREFIX.get(self.stop_in)
+        if prefix and any(c.variant.startswith(prefix) for c in cases):
+            raise KeyboardInterrupt
+        return []
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    def use(stop_in=None):
+        monkeypatch.setattr(commands, "_driver", lambda device, settings: FakeDriver(stop_in))
+
+        def measure(nbytes, threads):
+            if stop_in == "DRAM sizing probe":
+                raise KeyboardInterrupt
+            return 50.0
+
+        monkeypatch.setattr(dram_probe, "read_gbps", measure)
+
+    return use
+
+
+def test_phases_are_timed_and_printed(fake, tmp_path, capsys):
+    fake()
+    assert cli.main(["run", *TINY, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    (f,) = tmp_path.glob("*/*.json")
+    ph = load(f)["phases"]
+    assert [p["name"] for p in ph["items"]] == [*PHASES, "ceilings"]
+    assert all(p["seconds"] >= 0 for p in ph["items"]) and ph["total_s"] >= sum(p["seconds"] for p in ph["items"])
+    lines = [ln for ln in out.splitlines() if ln.startswith("phase ")]
+    assert len(lines) == len(PHASES) + 2  # one per phase and the rest
+    assert all(ln.rstrip().split()[-1].endswith("s") or "%" in ln for ln in lines)
+    assert sum(ln.startswith("consistency:") for ln in out.splitlines()) == 1  # always said
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_interrupted_in_any_phase_keeps_the_phases_done(fake, tmp_path, capsys, phase):
+    fake(stop_in=phase)
+    argv = ["run", *TINY, "--out", str(tmp_path)]
+    if phase == "DRAM sizing probe":  # a working set beyond the LLC, so the probe runs
+        argv[argv.index("256K")] = "1G"
+    assert cli.main(argv) == 130
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("rooflab: interrupted")]
+    assert len(err) == 1 and f"in phase {phase!r}" in err[0]
+    (f,) = tmp_path.glob("*/*.json")
+    d = load(f)
+    assert d["status"] == "interrupted"
+    items = d["phases"]["items"]
+    done = PHASES[: PHASES.index(phase)]
+    assert [p["name"] for p in items if not p.get("interrupted")] == done
+    assert [p["name"] for p in items if p.get("interrupted")] == [phase]
+
+
+def test_no_caches_and_no_dram_are_said_once(fake, tmp_path, capsys, monkeypatch):
+    from rooflab import machine
+
+    real = machine.describe
+
+    def no_caches(*a, **k):
+        d = real(*a, **k)
+        d["cpu"]["caches"] = []
+        return d
+
+    monkeypatch.setattr(machine, "describe", no_caches)
+    fake()
+    assert cli.main(["run", *TINY, "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert sum("no cache sizes" in ln for ln in err) == 1
+    assert sum("no DRAM roof" in ln for ln in err) == 1
+    (f,) = tmp_path.glob("*/*.json")
+    d = load(f)
+    assert d["config"]["dram_sizing"]["dram_from_bytes"] is None
+
+
+def _result(tmp_path, values, quick=True, status="complete", stamp=None):
+    w = ResultWriter(tmp_path, {"id": "m"}, "ceilings", "cpu", {"quick": quick})
+    if stamp:
+        w.path = w.path.with_name(f"rooflab-ceilings-cpu-{stamp}.json")
+    w.data["ceilings"] = [
+        {"name": n, "kind": "latency" if "dispatch" in n else "bandwidth", "level": None, "dtype": None,
+         "threads": 1, "value": v, "unit": "x", "stats": {"p20": v, "p80": v}}
+        for n, v in values.items()
+    ]  # fmt: skip
+    w.finish(status)
+    return w
+
+
+def test_every_mover_is_flagged(tmp_path):
+    base = {"L1 update bandwidth, 2 threads": 100.0, "dispatch: fork_join": 2.0, "dispatch: empty": 50.0, "x": 1.0}
+    _result(tmp_path, base, stamp="20260101T000000Z")
+    _result(tmp_path, {k: v * 3 for k, v in base.items()}, quick=False, stamp="20260101T000100Z")  # a full run
+    _result(tmp_path, {k: v * 3 for k, v in base.items()}, status="interrupted", stamp="20260101T000200Z")
+    now = _result(
+        tmp_path,
+        {"L1 update bandwidth, 2 threads": 88.0, "dispatch: fork_join": 2.32, "dispatch: empty": 53.0, "x": 1.02},
+        stamp="20260101T000300Z",
+    )
+    line = commands._agreement(now, tmp_path)
+    assert line.startswith("noisy: 3 of 4 ceilings moved")
+    for name in ("L1 update bandwidth, 2 threads (-12%)", "dispatch: fork_join (+16%)", "dispatch: empty (+6%)"):
+        assert name in line
+    moved = {c["name"]: c.get("moved") for c in now.data["ceilings"]}
+    assert moved["x"] is None and all(moved[k] for k in base if k != "x")
+    assert load(now.path)["agreement"]["previous"].endswith("20260101T000000Z.json")
