@@ -507,6 +507,13 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_llm(args) -> int:
+    """rooflab llm CONFIG: an LLM's prefill and decode on the measured roofline (rooflab/models/llm_run.py)"""
+    from .models.llm_run import cmd_llm
+
+    return cmd_llm(args)
+
+
 def cmd_report(args) -> int:
     from .report import build
     from .results import load

@@ -1,0 +1,113 @@
+"""`rooflab llm`: bad input (one line, exit 2), the new op kinds executed and verified, and a tiny
+config placed end to end (slow: it needs a real ceilings run)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rooflab import cli
+from rooflab.models import measure, ops
+
+TINY = {
+    "model_type": "llama", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128, "max_position_embeddings": 64,
+    "tie_word_embeddings": True,
+}  # fmt: skip
+
+
+def _cfg(tmp_path, cfg=TINY, text=None):
+    f = tmp_path / "config.json"
+    f.write_text(text if text is not None else json.dumps(cfg))
+    return str(f)
+
+
+@pytest.mark.parametrize(
+    "argv_extra, text, needle",
+    [
+        ([], "{oops", "not JSON"),
+        ([], json.dumps({k: v for k, v in TINY.items() if k != "hidden_size"}), "'hidden_size' is missing"),
+        ([], json.dumps(dict(TINY, num_hidden_layers=2.5)), "'num_hidden_layers' must be an integer"),
+        ([], json.dumps(dict(TINY, num_attention_heads=5, num_key_value_heads=5)), "'num_attention_heads'"),
+        ([], json.dumps(dict(TINY, num_key_value_heads=3)), "'num_key_value_heads'"),
+        ([], json.dumps(dict(TINY, num_local_experts=4, num_experts_per_tok=5)), "'num_experts_per_tok'"),
+        (["--batch", "0"], None, "--batch"),
+        (["--batch", "x"], None, "--batch"),
+        (["--batch", "100000000", "--context", "64", "--prompt", "8"], None, "--batch 100000000: its KV cache"),
+        (["--dtype", "int3"], None, "--dtype"),
+        (["--device", "tpu"], None, "unknown device"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv_extra, text, needle):
+    path = _cfg(tmp_path, text=text) if text is not None else _cfg(tmp_path)
+    rc = cli.main(["llm", path, "--no-measure", "--out", str(tmp_path / "r"), *argv_extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and err.count("\n") == 1, err
+
+
+def test_unknown_config_name_and_context_warning(tmp_path, capsys):
+    assert cli.main(["llm", "no-such-model", "--no-measure"]) == 2
+    assert "bundled name" in capsys.readouterr().err
+    rc = cli.main(["llm", _cfg(tmp_path, dict(TINY, foo_field=1)), "--no-measure", "--context", "100",
+                   "--out", str(tmp_path / "r")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 0 and "above the model's max_position_embeddings (64)" in err and "foo_field" in err
+
+
+def test_json_gives_total_and_active_parameters(capsys):
+    assert cli.main(["llm", "mixtral-8x7b", "--no-measure", "--json", "--out", "/nonexistent-rooflab"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["params"]["total"] == 46_702_792_704 and d["params"]["active"] == 12_879_925_248
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"kind": "rmsnorm", "shape": {"rows": 5, "cols": 48}},
+        {"kind": "rope", "shape": {"tokens": 7, "heads": 3, "head_dim": 16}},
+        {"kind": "rope", "shape": {"tokens": 7, "heads": 3, "head_dim": 16, "rot_dim": 4}},
+    ],
+    ids=["rmsnorm", "rope", "rope-partial"],
+)
+def test_llm_op_kinds_execute_and_verify(raw):
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
+
+    op = ops.normalize(raw)
+    (lib,), _ = measure.variants_for(op, "cpu")
+    driver = Driver(cpu_backend(probe=False), Settings(budget_s=0.0, min_samples=1, max_attempts=1))
+    rec = driver.measure(lib, lib.inputs(dict(op["shape"]), np.dtype("float32"), seed=1), reps=1)
+    assert rec.status == "ok", rec.error
+    assert rec.work["flops"] == ops.flops(op)
+
+
+def test_a_wrong_rope_fails_verification(monkeypatch):
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
+    from rooflab.families import llm_ops
+
+    op = ops.normalize({"kind": "rope", "shape": {"tokens": 4, "heads": 2, "head_dim": 8}})
+    (lib,), _ = measure.variants_for(op, "cpu")
+    bad = lib.__class__(**{**lib.__dict__, "kernel": lambda x, c, s, y, t, **_: llm_ops._rope(x, s, c, y, t)})
+    driver = Driver(cpu_backend(probe=False), Settings(budget_s=0.0, min_samples=1, max_attempts=1))
+    rec = driver.measure(bad, bad.inputs(dict(op["shape"]), np.dtype("float32"), seed=1), reps=1)
+    assert rec.status != "ok"
+
+
+def test_tiny_llm_end_to_end(quick_result, tmp_path, capsys):
+    cfg = _cfg(tmp_path)
+    out = tmp_path / "r"
+    rc = cli.main(["llm", cfg, "--ceilings", str(quick_result), "--quick", "--no-own", "--batch", "1,2",
+                   "--context", "32", "--prompt", "8", "--out", str(out), "--json"])  # fmt: skip
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    rows = {(r["phase"], r["batch"]): r for r in d["rows"]}
+    assert set(rows) == {("prefill", 1), ("prefill", 2), ("decode", 1), ("decode", 2)}
+    for r in rows.values():
+        assert r["seconds"] > 0 and r["tokens_per_s"] > 0 and not r["predicted_ops"]
+        assert abs(sum(r["share_by_op_class"].values()) - 100) < 1e-6
+    assert d["curves"]["vs_batch"] and any(f.endswith(".decode.png") for f in d["files"])
+    saved = json.loads(open(d["files"][0]).read())
+    assert saved["suite"] == "llm" and saved["llm"]["params"]["total"] == d["params"]["total"]
