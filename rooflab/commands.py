@@ -500,8 +500,11 @@ def _place_runtime(path: Path, args) -> int:
 
 def cmd_export(args) -> int:
     """rooflab export MODEL -o MODEL.onnx"""
+    from .models import export_llm
     from .models.export import export
 
+    if export_llm.exportable(args.model):  # an LLM config (bundled name or config.json)
+        export = export_llm.export
     out = export(args.model, args.output, batch=args.batch, seq=args.seq, cache=args.cache)
     print(f"{out} ({out.stat().st_size / 1e6:.1f} MB)")
     return 0

@@ -20,4 +20,11 @@ def add_parser(sub) -> None:
     p.add_argument("--quick", action="store_true", help="shorter timing budgets")
     p.add_argument("--no-own", action="store_true", help="time the library variant only (not rooflab's kernels)")
     p.add_argument("--no-measure", action="store_true", help="roofs only: predict every op, execute none")
+    p.add_argument(
+        "--runtime",
+        default=None,
+        metavar="NAME",
+        help="also export the model to ONNX (random weights), verify it and time prefill and decode (batch 1, first "
+        "context) in this runtime (onnxruntime) beside the prediction",
+    )
     p.add_argument("--no-plot", action="store_true", help="do not write charts")

@@ -297,6 +297,10 @@ def lines(summary: dict) -> list[str]:
             f"MFU {100 * r['mfu']:.1f}% (roofs: {r['roof_seconds'] * 1e3:.1f} ms{req}; library only "
             f"{r['library_seconds'] * 1e3:.1f} ms); time: {shares}" + pred
         )
+    if s.get("runtime_check"):
+        from .llm_ort import lines as ort_lines
+
+        out += ort_lines(s["runtime_check"])
     c = s.get("curves")
     if c:
         cb = c["compute_bound_batch"]
@@ -321,6 +325,16 @@ def cmd_llm(args) -> int:
     if device not in ("cpu", "cuda"):
         raise RooflabError(f"unknown device {args.device!r}", "use --device cpu or cuda")
     inp = check_inputs(arch, args)
+    runtime = (args.runtime or "").lower() or None
+    if runtime not in (None, "onnxruntime", "ort"):
+        raise RooflabError(f"unknown runtime {args.runtime!r}", "use --runtime onnxruntime")
+    if runtime:
+        from . import export_llm
+
+        export_llm.check(arch, 1, inp["prompt"], None)
+        if args.no_measure or 1 not in inp["batches"] or device != "cpu":
+            raise RooflabError("--runtime onnxruntime compares measured predictions at batch 1 on the CPU",
+                               "drop --no-measure, include batch 1, use --device cpu")  # fmt: skip
     summary = {
         "config": arch.name, "arch": llm.describe(arch), "params": llm.param_counts(arch),
         "unknown_fields": arch.unknown, "dtype_requested": inp["dtype"], "prompt": inp["prompt"],
@@ -372,6 +386,13 @@ def cmd_llm(args) -> int:
     summary.update(dtype_executed=exec_dtype, threads=roofs.threads, device=device, ceilings_source=src)
     summary["rows"] = assemble(sets, measured, roofs, desc, device, inp["dtype"])
     summary["curves"] = curves(arch, roofs, inp["dtype"], inp["batches"][0], inp["contexts"][0], inp["prompt"])
+    if runtime:
+        from . import llm_ort
+
+        print(f"onnxruntime check of {arch.name} ({roofs.threads} threads) ...", file=sys.stderr)
+        summary["runtime_check"] = llm_ort.compare(
+            args.config, summary["rows"], roofs.threads, inp["prompt"], inp["contexts"][0], runs=5 if args.quick else 10
+        )
     files = write_outputs(summary, measured, ceil, src, desc, device, out, args)
     if args.json:
         slim = dict(summary, rows=[{k: v for k, v in r.items() if k != "ops"} for r in summary["rows"]])
