@@ -280,5 +280,8 @@ def build(results: list[dict]) -> str:
         if d.get("sweeps", {}).get("bandwidth") or plots.chase_points(d):
             parts.append("<h2>Bandwidth and latency staircase</h2>" + _png_of(plots.bandwidth, d))
         parts += [_ceilings_section(d), _latency_section(d), _sweep_section(d), _ops_section(d)]
+        from .models.llm_report import llm_section
+
+        parts.append(llm_section(d))
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -111,3 +111,7 @@ def test_tiny_llm_end_to_end(quick_result, tmp_path, capsys):
     assert d["curves"]["vs_batch"] and any(f.endswith(".decode.png") for f in d["files"])
     saved = json.loads(open(d["files"][0]).read())
     assert saved["suite"] == "llm" and saved["llm"]["params"]["total"] == d["params"]["total"]
+    from rooflab.report import build
+
+    page = build([saved])
+    assert f"LLM: {saved['llm']['config']}" in page and "tokens/s" in page
