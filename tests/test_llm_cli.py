@@ -115,3 +115,17 @@ def test_tiny_llm_end_to_end(quick_result, tmp_path, capsys):
 
     page = build([saved])
     assert f"LLM: {saved['llm']['config']}" in page and "tokens/s" in page
+
+
+def test_ops_that_do_not_fit_are_predicted_and_bf16_runs_as_fp32(quick_result, tmp_path, capsys, monkeypatch):
+    from rooflab.models import llm_run
+
+    monkeypatch.setattr(llm_run, "available_bytes", lambda: 1)  # nothing fits: every op from the roofs
+    rc = cli.main(["llm", _cfg(tmp_path), "--ceilings", str(quick_result), "--quick", "--no-own", "--prompt", "8",
+                   "--context", "32", "--dtype", "bf16", "--out", str(tmp_path / "r"), "--json", "--no-plot"])  # fmt: skip
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["dtype_requested"] == "bfloat16" and d["dtype_executed"] == "float32"
+    for r in d["rows"]:
+        assert any("q_proj" in n for n in r["predicted_ops"]) and "embed_tokens" in r["predicted_ops"]
+        assert r["roof_seconds_requested_dtype"] <= r["roof_seconds"]

@@ -383,7 +383,13 @@ def cmd_llm(args) -> int:
         (e["library"]["dtype"] for e in measured.values() if e["library"]),
         "float32" if device == "cpu" else inp["dtype"],
     )
-    summary.update(dtype_executed=exec_dtype, threads=roofs.threads, device=device, ceilings_source=src)
+    summary.update(
+        executed=not args.no_measure,
+        dtype_executed=exec_dtype,
+        threads=roofs.threads,
+        device=device,
+        ceilings_source=src,
+    )
     summary["rows"] = assemble(sets, measured, roofs, desc, device, inp["dtype"])
     summary["curves"] = curves(arch, roofs, inp["dtype"], inp["batches"][0], inp["contexts"][0], inp["prompt"])
     if runtime:
