@@ -129,3 +129,68 @@ def test_ops_that_do_not_fit_are_predicted_and_bf16_runs_as_fp32(quick_result, t
     for r in d["rows"]:
         assert any("q_proj" in n for n in r["predicted_ops"]) and "embed_tokens" in r["predicted_ops"]
         assert r["roof_seconds_requested_dtype"] <= r["roof_seconds"]
+
+
+def test_rotation_count_fills_the_llc_within_the_budget():
+    mb = 1 << 20
+    assert measure.rotation_count(mb, 32 * mb, None) == 4 * 32
+    assert measure.rotation_count(3 * mb, 32 * mb, None) == -(-128 // 3)  # rounds up: >= 4x the LLC
+    assert measure.rotation_count(mb, 32 * mb, 40 * mb) == 10  # a quarter of the free memory
+    assert measure.rotation_count(512 * mb, 32 * mb, None) == 1  # one op already streams
+    assert measure.rotation_count(1024, 32 * mb, None) == measure.ROTATION_MAX_COPIES
+
+
+def _gemv_op():
+    return ops.normalize({"kind": "gemm", "shape": {"M": 1, "N": 512, "K": 512}, "dtype": "float32"})
+
+
+def test_streamed_cold_time_rotates_over_distinct_verified_copies(monkeypatch):
+    """A weight GEMV charged cold in an LLM is timed over distinct copies of its operands (>= 4x
+    the LLC together), each copy verified, with no flush between the calls."""
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
+
+    monkeypatch.setattr(measure.place, "place_op", lambda op, t, *a, **k: {"seconds": t})  # no roofs needed
+    op = _gemv_op()
+    (lib,), _ = measure.variants_for(op, "cpu")
+    llc = 2 << 20  # a small "LLC" keeps the test quick: 1 MiB of weights, 8 copies
+    made = []
+    real = measure.rotation_inputs
+    monkeypatch.setattr(measure, "rotation_inputs", lambda *a: made.extend(real(*a)) or made)
+    seen = []
+    spy = lib.__class__(**{**lib.__dict__, "reference": lambda *a, **k: seen.append(a[1]) or lib.reference(*a, **k)})
+    flushes = []
+    driver = Driver(cpu_backend(probe=False), Settings(budget_s=0.0, min_samples=2, max_attempts=1))
+    rec = measure.measure_one(
+        driver, spy, dict(op, count=1), threads=1, roofs=None,
+        flush=lambda: flushes.append(1), cold_samples=2, stream_llc=llc,
+    )  # fmt: skip
+    A, W = lib.inputs(dict(op["shape"]), np.dtype("float32"), seed=0)
+    assert rec["rotation_copies"] == len(made) + 1 == -(-4 * llc // W.nbytes)
+    weights = [c[measure.STREAMED] for c in made]
+    assert rec["rotation_bytes"] == A.nbytes + W.nbytes * rec["rotation_copies"]
+    assert sum(w.nbytes for w in weights) + W.nbytes >= 4 * llc
+    assert all(not np.shares_memory(a, b) for i, a in enumerate(weights) for b in weights[i + 1 :])
+    assert len({id(c[0]) for c in made}) == 1  # the activation is shared: it stays in cache in a real step
+    assert all(any(w is s for s in seen) for w in weights)  # every copy verified (checked against float64)
+    assert len(seen) == 2 + len(made)  # the warm time's inputs, the cold time's first copy, then each other
+    assert not flushes and rec["cold_seconds"] > 0
+
+
+def test_a_wrong_result_on_one_rotation_copy_fails_the_op():
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
+
+    op = _gemv_op()
+    (lib,), _ = measure.variants_for(op, "cpu")
+    copies = [lib.inputs(dict(op["shape"]), np.dtype("float32"), seed=i) for i in range(3)]
+    marked = copies[2][0]
+
+    def kernel(*a, **k):
+        out = lib.kernel(*a, **k)
+        return out + 1.0 if a[0] is marked else out
+
+    bad = lib.__class__(**{**lib.__dict__, "kernel": kernel})
+    driver = Driver(cpu_backend(probe=False), Settings(budget_s=0.0, min_samples=1, max_attempts=1))
+    assert driver.measure(bad, copies[0], reps=1, rotation=copies[1:2]).status == "ok"
+    assert driver.measure(bad, copies[0], reps=1, rotation=copies[1:]).status == "failed"

@@ -4,8 +4,12 @@ Each distinct op of a prefill of S tokens (per batch) and of a decode step (per 
 is executed once at its real shape by the one driver (rooflab.models.measure: the library variant
 and the best verified own variant, warm and cold), and counted as often as it occurs. An op whose
 weights come from memory (the phase's weights exceed the last-level cache, as every real LLM's
-do) or that reads the KV cache in decode is charged its cold time; the rest (norms, RoPE, adds on
-a few rows) their warm time. An op that does not fit the memory budget, or that no variant
+do) or that reads the KV cache in decode is charged its streamed cold time: each sample calls it
+once on each of several distinct copies of its operands (>= 4x the LLC in all, within a quarter of
+the free memory) with no flush between calls, as a step streams one layer's weights after the
+other; an op timed alone after a cache flush ran 1.5-1.8x faster per byte here than the same ops
+chained (scripts/llm_gemv_chain.py). The rest (norms, RoPE, adds on a few rows) are charged their
+warm time. An op that does not fit the memory budget, or that no variant
 executes, is predicted from the roofs (max of F/peak, B/BW(DRAM), dispatches x latency) and marked
 "predicted". Nothing is materialized beyond one op's operands: Llama-2-7B's 27 GB of fp32 weights
 are never allocated, its largest op (the 32000 x 4096 LM head) is 0.5 GB.
@@ -129,10 +133,11 @@ def measure_distinct(ops_all, roofs, *, device, threads, quick, machine, own, ex
         todo.append(o)
     if progress:
         progress.start(len(todo))
+    llc = _llc(machine, device)
     for o in todo:
         placed, errors = measure.measure_ops(
             [dict(o, count=1)], roofs, device=device, threads=threads, quick=quick, machine=machine,
-            progress=progress, own=own,
+            progress=progress, own=own, stream_llc=llc if _charged_cold(o, True) else None,
         )  # fmt: skip
         rec = out[_key(o)]
         for p in placed:
