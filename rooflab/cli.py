@@ -1,4 +1,4 @@
-"""Command line: rooflab info | run | plot | place | export | compare | report | fleet | publish.
+"""Command line: rooflab info | run | plot | place | export | llm | compare | report | fleet | publish.
 
 Every user mistake (unknown device, too many threads, a foreign or broken result file, a working set
 larger than free memory) ends in one line on stderr naming the problem and the fix, exit status 2,
@@ -118,6 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--batch", type=int, default=None, help="batch size (default 1)")
     ex.add_argument("--seq", type=int, default=None, help="bert-base: sequence length (default 128)")
     ex.add_argument("--cache", type=int, default=None, help="gpt2-decode: KV cache positions (default 1024)")
+
+    from .models.llm_cli import add_parser as _llm_parser
+
+    _llm_parser(sub)
 
     cp = sub.add_parser("compare", help="ceilings of two or more result files side by side; exit 1 on regression")
     cp.add_argument("results", nargs="+")

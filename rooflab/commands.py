@@ -586,11 +586,21 @@ def _place_runtime(path: Path, args) -> int:
 
 def cmd_export(args) -> int:
     """rooflab export MODEL -o MODEL.onnx"""
+    from .models import export_llm
     from .models.export import export
 
+    if export_llm.exportable(args.model):  # an LLM config (bundled name or config.json)
+        export = export_llm.export
     out = export(args.model, args.output, batch=args.batch, seq=args.seq, cache=args.cache)
     print(f"{out} ({out.stat().st_size / 1e6:.1f} MB)")
     return 0
+
+
+def cmd_llm(args) -> int:
+    """rooflab llm CONFIG: an LLM's prefill and decode on the measured roofline (rooflab/models/llm_run.py)"""
+    from .models.llm_run import cmd_llm
+
+    return cmd_llm(args)
 
 
 def cmd_report(args) -> int:

@@ -196,9 +196,15 @@ class Driver:
         cv_limit: float | None = None,
         max_attempts: int | None = None,
         flush: Callable | None = None,
+        rotation: list[tuple] | None = None,
     ) -> Record:
         """Verify, calibrate, time with contention checks. Never raises for a wrong kernel: the
-        record then has status 'failed' and the error, and no figures."""
+        record then has status 'failed' and the error, and no figures.
+
+        ``rotation``: further copies of ``inputs`` (same shapes; the operand that streams in distinct
+        buffers, the others may be shared). Every copy is verified; each sample then calls the kernel once on each copy in turn and is charged per
+        call (sample / copies): operands that together exceed the caches stream from memory on every
+        call without a flush between calls, as a decode step streams its layers' weights."""
         variant = get_variant(variant) if isinstance(variant, str) else variant
         s = self.settings
         params = variant.params(**(params or {}))
@@ -217,11 +223,17 @@ class Driver:
             number=variant.number,
             meta=_jsonable(meta or {}),
         )
+        copies = [inputs, *(rotation or [])]
         try:
-            rec.verification = self.verify(
-                variant, inputs, variant.params(**{**params, **(verify_params or {})}), threads
-            )
+            vparams = variant.params(**{**params, **(verify_params or {})})
+            for i, c in enumerate(copies):
+                checked = self.verify(variant, c, vparams, threads)
+                if i == 0:
+                    rec.verification = checked
             rec.verified = True
+            if rotation:
+                distinct = {id(x): x.nbytes for c in copies for x in c if hasattr(x, "nbytes")}
+                rec.meta.update(rotation_copies=len(copies), rotation_bytes=sum(distinct.values()))
         except RooflabError as e:  # a wrong result, a refusal of these inputs, a launch error
             rec.status, rec.error = "failed", str(e)
             return rec
@@ -232,7 +244,7 @@ class Driver:
         target = s.target_s if target_s is None else target_s
         try:
             attempts, reps = self._time(
-                variant, inputs, params, threads, reps, target, budget, nmin, cvmax, attempts_max, flush
+                variant, copies, params, threads, reps, target, budget, nmin, cvmax, attempts_max, flush
             )
         except RooflabError as e:  # e.g. a launch that fails only at the timed size
             rec.status, rec.error = "failed", str(e)
@@ -265,11 +277,19 @@ class Driver:
             rec.meta.update(_jsonable(variant.after_run(*inputs) or {}))
         return rec
 
-    def _time(self, variant, inputs, params, threads, reps, target, budget, nmin, cvmax, attempts_max, flush=None):
+    def _time(self, variant, copies, params, threads, reps, target, budget, nmin, cvmax, attempts_max, flush=None):
+        """``copies``: the inputs, then any rotation copies; a sample runs each once, charged per copy."""
         with self.backend.threads(threads):
 
             def make_call(r):
-                return lambda: variant.kernel(*inputs, reps=r, threads=threads, **params)
+                if len(copies) == 1:
+                    return lambda: variant.kernel(*copies[0], reps=r, threads=threads, **params)
+
+                def rotate():
+                    for c in copies:
+                        variant.kernel(*c, reps=r, threads=threads, **params)
+
+                return rotate
 
             if reps is None:
                 reps = self.backend.calibrate(make_call, target)
@@ -278,6 +298,7 @@ class Driver:
             for _ in range(attempts_max):
                 before = self.probe_clock(threads)
                 seconds = self.backend.timer(call, budget_s=budget, min_samples=nmin, flush=flush)
+                seconds = [x / len(copies) for x in seconds]
                 after = self.probe_clock(threads)
                 attempts.append(self._attempt(seconds, before, after, threads, cvmax))
                 if not attempts[-1]["noise_reasons"]:

@@ -384,7 +384,9 @@ def build(results: list[dict]) -> str:
         if d.get("ceilings"):
             parts.append("<h2>Roofline</h2>" + _png_of(roofline.roofline, d, ops=d.get("ops_placed")))
         if kind == "placement":  # ops on its machine: the ceilings table is the ceilings result's
-            parts += [_ops_section(d), _notes_section(d)]
+            from .models.llm_report import llm_section  # an `rooflab llm` result: its per-config section
+
+            parts += [_ops_section(d), llm_section(d), _notes_section(d)]
             continue
         if d.get("sweeps", {}).get("bandwidth") or staircase.chase_points(d):
             parts.append("<h2>Bandwidth and latency staircase</h2>" + _png_of(staircase.bandwidth, d))

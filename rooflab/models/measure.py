@@ -6,7 +6,9 @@ of the kind that accepts the shape is measured too, and the fastest verified one
 the framework's. Each measurement is verified against float64 first, then timed warm (same inputs
 back to back, what a steady-state inference loop sees: placed against the roof of the level its
 working set fits in) and cold (a buffer larger than the last-level cache is rewritten before each
-sample: placed against DRAM/HBM). One bad op (unknown kind, too large, wrong result) is reported
+sample: placed against DRAM/HBM; or, for ops that stream weights in a chain as an LLM's decode does,
+a rotation over distinct copies of the streamed operand (weights, KV cache), >= 4x the LLC in all, one call per copy and no
+flush: rooflab.models.llm_run). One bad op (unknown kind, too large, wrong result) is reported
 and the others go on.
 """
 
@@ -54,6 +56,34 @@ def flusher(device: str, machine: dict):
     return flush
 
 
+STREAM_LLC_MULTIPLE = 4  # a rotation's copies together hold >= 4x the LLC: each call reads from DRAM
+ROTATION_MEMORY_SHARE = 0.25  # ... and at most this share of the free memory
+ROTATION_MAX_COPIES = 512  # ... and at most this many (each is verified); tiny ops then also flush
+
+
+def rotation_count(ws: int, llc: int, available: int | None) -> int:
+    """How many distinct copies of an op's operands (``ws`` bytes each) a streamed time rotates
+    over: enough to hold STREAM_LLC_MULTIPLE x the LLC, capped by the memory budget (>= 1)."""
+    want = min(-(-STREAM_LLC_MULTIPLE * llc // max(ws, 1)), ROTATION_MAX_COPIES)
+    if available is not None:
+        want = min(want, int(ROTATION_MEMORY_SHARE * available // max(ws, 1)))
+    return max(1, want)
+
+
+STREAMED = 1  # the operand that streams: B of a weight GEMM (the weights), of a batched GEMM (the KV cache)
+
+
+def rotation_inputs(variant, shape: dict, dtype, threads: int, first: tuple, copies: int) -> list[tuple]:
+    """``copies - 1`` further inputs of ``variant`` at ``shape``: the streamed operand from other seeds
+    (distinct buffers), the others ``first``'s (activations stay in cache between a step's ops)."""
+    out = []
+    for i in range(1, copies):
+        fresh = variant.inputs(shape, dtype, seed=i, threads=threads)
+        out.append(tuple(fresh[j] if j == STREAMED else x for j, x in enumerate(first)))
+        del fresh
+    return out
+
+
 def variants_for(op: dict, device: str):
     vs = list_variants(device=device, op=op["kind"])
     return [v for v in vs if v.library], [v for v in vs if not v.library]
@@ -86,8 +116,11 @@ def op_params(variant, shape: dict) -> dict:
     return {k: s[k] for k in variant.defaults if k in s}
 
 
-def measure_one(driver, variant, op, *, threads, roofs, flush, cold_samples) -> dict:
-    """Verify, time warm and cold, place. Raises RooflabError when the variant refuses the op."""
+def measure_one(driver, variant, op, *, threads, roofs, flush, cold_samples, stream_llc=None) -> dict:
+    """Verify, time warm and cold, place. Raises RooflabError when the variant refuses the op.
+    ``stream_llc`` (the LLC's bytes): the cold time rotates over distinct copies of the operands
+    (rotation_count) instead of flushing, the way a chain of weight GEMMs streams; the copies'
+    count and bytes go in the record (``rotation_copies``, ``rotation_bytes``)."""
     dtype = executed_dtype(op, variant)
     op_x = {**op, "dtype": dtype}
     shape = dict(op["shape"])
@@ -98,6 +131,15 @@ def measure_one(driver, variant, op, *, threads, roofs, flush, cold_samples) -> 
     if warm.status != "ok":
         raise RooflabError(warm.error)
     cold = None
+    rotation, cold_flush = None, flush
+    if stream_llc and cold_samples:
+        from ..memory import available_bytes
+
+        ws = inputs[STREAMED].nbytes
+        k = rotation_count(ws, stream_llc, available_bytes() if variant.device == "cpu" else None)
+        rotation = rotation_inputs(variant, shape, np.dtype(dtype), threads, inputs, k)
+        if k * ws >= 2 * stream_llc:  # the copies alone push each other out of the caches
+            cold_flush = None
     if flush is not None and cold_samples:
         cold = driver.measure(
             variant,
@@ -106,10 +148,12 @@ def measure_one(driver, variant, op, *, threads, roofs, flush, cold_samples) -> 
             params=params,
             label=label,
             reps=1,
-            flush=flush,
+            flush=cold_flush,
             min_samples=cold_samples,
             budget_s=0.0,
+            rotation=rotation,
         )
+        del rotation
     per_call = warm.work["launches"] / max(warm.reps or 1, 1)
     path = f"{'library' if variant.library else 'own'}-{variant.device}"
     sec = warm.time_s["median"]
@@ -136,11 +180,18 @@ def measure_one(driver, variant, op, *, threads, roofs, flush, cold_samples) -> 
         c = cold.time_s["median"]
         rec.update(cold_seconds=c, cold_time_s=cold.time_s, cold_samples_s=cold.samples_s)
         rec["cold"] = place.place_op(op_x, c, int(per_call), roofs, path, cold=True)
+        if cold.meta.get("rotation_copies"):
+            rec.update(rotation_copies=cold.meta["rotation_copies"], rotation_bytes=cold.meta["rotation_bytes"])
+    elif cold is not None:
+        raise RooflabError(cold.error)
     return rec
 
 
-def measure_ops(ops_list, roofs, *, device, threads, quick, machine, writer=None, progress=None, own=True):
-    """Returns (placed, errors): per op the framework path and the fastest verified own variant."""
+def measure_ops(
+    ops_list, roofs, *, device, threads, quick, machine, writer=None, progress=None, own=True, stream_llc=None
+):
+    """Returns (placed, errors): per op the framework path and the fastest verified own variant.
+    ``stream_llc``: cold times rotate over copies of the operands (measure_one)."""
     driver = driver_for(device, quick)
     flush = flusher(device, machine)
     placed, errors = [], []
@@ -182,8 +233,9 @@ def measure_ops(ops_list, roofs, *, device, threads, quick, machine, writer=None
         for v in library + (mine if own else []):
             try:
                 rec = measure_one(
-                    driver, v, op, threads=threads, roofs=roofs, flush=flush, cold_samples=3 if quick else 5
-                )
+                    driver, v, op, threads=threads, roofs=roofs, flush=flush, cold_samples=3 if quick else 5,
+                    stream_llc=stream_llc,
+                )  # fmt: skip
             except (RooflabError, MemoryError, NotImplementedError) as e:
                 if v.library:
                     fail(op, v.name, e)

@@ -3,7 +3,8 @@
 FLOP conventions are the DeepSpeed flops profiler's (also torch.utils.flop_counter's for GEMM/conv):
 GEMM/conv = 2 x MACs (an FMA is 2 FLOP), Linear bias not counted, conv bias = N*K*P*Q;
 relu/gelu/softmax/add = 1 per element; batch norm (inference, affine) = 2 per element; layer norm
-(affine) = 5 per element; pooling = 1 per *input* element; embedding gather = 0.
+(affine) = 5 per element; RMS norm = 4 per element (square, sum, scale, weight); RoPE = 3 per rotated
+element (x*cos + rotate(x)*sin); pooling = 1 per *input* element; embedding gather = 0.
 Every other elementwise kind (scale, sigmoid, tanh, relu6, hardswish, hardsigmoid, silu, mul, sub,
 div) = 1 per output element, as DeepSpeed counts activations; data movement (reshape, transpose,
 concat) = 0.
@@ -13,6 +14,9 @@ the DRAM intensity of any implementation. Unary elementwise kinds: 2 x numel; bi
 (add, mul, sub, div): (inputs - 1) x numel + broadcast_numel + numel, where broadcast_numel is the
 smaller operand's size when it is broadcast (a per-channel scale, a bias; default numel);
 reshape (Reshape, Flatten, Squeeze, Unsqueeze: a view) 0; transpose and concat (a copy) 2 x numel.
+A causal batched GEMM (``causal_q``: S query positions per block of M rows, each attending to the
+N - S cached keys and to itself and the earlier ones; ``causal_keys_k``: the keys lie along K, P V)
+counts only the (query, key) pairs the mask keeps; its bytes are the full operands'.
 
 An op is a dict: {"kind": ..., "shape": {...}, "dtype": "float32", "name": ..., "count": 1, "model": ...}
 """
@@ -37,6 +41,8 @@ REQUIRED = {
     "add": ("numel",),
     "softmax": ("rows", "cols"),
     "layernorm": ("rows", "cols"),
+    "rmsnorm": ("rows", "cols"),
+    "rope": ("tokens", "heads", "head_dim"),
     "embedding": ("tokens", "dim", "vocab"),
     "maxpool": ("N", "C", "H", "W", "kernel", "stride"),
     "avgpool": ("N", "C", "H", "W"),
@@ -64,6 +70,8 @@ KIND_ALIASES = {
     "batchnorm_inference": "batchnorm",
     "batch_norm": "batchnorm",
     "layer_norm": "layernorm",
+    "rms_norm": "rmsnorm",
+    "rotary": "rope",
     "global_avgpool": "avgpool",
     "multiply": "mul",
     "subtract": "sub",
@@ -139,6 +147,14 @@ def normalize(op: dict) -> dict:
         shape.setdefault("bias", False)
     if kind == "batched_gemm":
         shape.setdefault("bias", False)
+        q = shape.get("causal_q")
+        keys = shape["K"] if shape.get("causal_keys_k") else shape["N"]
+        if q and (shape["M"] % q or q > keys):
+            raise RooflabError(f"op {name!r}: causal_q={q} must divide M and be at most the key count {keys}")
+    if kind == "rope":
+        shape.setdefault("rot_dim", shape["head_dim"])
+        if shape["rot_dim"] > shape["head_dim"] or shape["rot_dim"] % 2:
+            raise RooflabError(f"op {name!r}: rot_dim must be even and at most head_dim")
     if kind == "maxpool":
         shape.setdefault("pad", 0)
         P = (shape["H"] + 2 * shape["pad"] - shape["kernel"]) // shape["stride"] + 1
@@ -171,7 +187,7 @@ def flops(op: dict) -> float:
     if k == "gemm":
         return 2.0 * s.get("batch", 1) * s["M"] * s["N"] * s["K"]
     if k == "batched_gemm":
-        return 2.0 * s["batch"] * s["M"] * s["N"] * s["K"]
+        return 2.0 * s["batch"] * s["M"] * s["N"] * s["K"] * _causal_fraction(s)
     if k == "conv2d":
         f = 2.0 * s["N"] * s["K"] * s["P"] * s["Q"] * (s["C"] // s["groups"]) * s["R"] * s["S"]
         return f + (s["N"] * s["K"] * s["P"] * s["Q"] if s.get("bias") else 0)
@@ -185,6 +201,10 @@ def flops(op: dict) -> float:
         return float(s["rows"] * s["cols"])
     if k == "layernorm":
         return 5.0 * s["rows"] * s["cols"]
+    if k == "rmsnorm":
+        return 4.0 * s["rows"] * s["cols"]
+    if k == "rope":
+        return 3.0 * s["tokens"] * s["heads"] * s["rot_dim"]
     if k == "embedding":
         return 0.0
     if k in ("maxpool", "avgpool"):
@@ -224,6 +244,10 @@ def min_bytes(op: dict) -> float:
         return e * 2 * s["rows"] * s["cols"]
     if k == "layernorm":
         return e * (2 * s["rows"] * s["cols"] + 2 * s["cols"])
+    if k == "rmsnorm":
+        return e * (2 * s["rows"] * s["cols"] + s["cols"])
+    if k == "rope":  # x in, out, and the cos and sin tables (tokens x rot_dim/2 each)
+        return e * (2 * s["tokens"] * s["heads"] * s["head_dim"] + s["tokens"] * s["rot_dim"])
     if k == "embedding":
         # gather `tokens` rows (word + position + type tables summed where several), ids in int64
         tables = s.get("tables", 1)
@@ -233,6 +257,15 @@ def min_bytes(op: dict) -> float:
     if k == "avgpool":
         return e * (s["N"] * s["C"] * s["H"] * s["W"] + s["N"] * s["C"])
     raise KeyError(k)  # pragma: no cover
+
+
+def _causal_fraction(s: dict) -> float:
+    """Share of a batched GEMM's (query, key) pairs a causal mask keeps (1 without ``causal_q``)."""
+    q = s.get("causal_q")
+    if not q:
+        return 1.0
+    keys = s["K"] if s.get("causal_keys_k") else s["N"]
+    return (q * (keys - q) + q * (q + 1) / 2) / (q * keys)
 
 
 def macs(op: dict) -> float:
@@ -257,6 +290,8 @@ def params(op: dict) -> int:
         return 2 * s["C"]
     if k == "layernorm":
         return 2 * s["cols"]
+    if k == "rmsnorm":
+        return s["cols"]
     if k == "embedding":
         return s["vocab"] * s["dim"] if s.get("owns_table", True) else 0
     return 0
@@ -279,8 +314,10 @@ def output_numel(op: dict) -> int:
         return s["N"] * s["C"] * s["H"] * s["W"]
     if k in ELEMENTWISE or k in DATA_MOVEMENT:
         return s["numel"]
-    if k in ("softmax", "layernorm"):
+    if k in ("softmax", "layernorm", "rmsnorm"):
         return s["rows"] * s["cols"]
+    if k == "rope":
+        return s["tokens"] * s["heads"] * s["head_dim"]
     if k == "embedding":
         return s["tokens"] * s["dim"]
     if k == "maxpool":

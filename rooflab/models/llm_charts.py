@@ -1,0 +1,60 @@
+"""Charts of `rooflab llm`: decode tokens/s against batch and against context, with the memory
+roof (B / (bytes(B) / DRAM bandwidth)) and the compute roof (B / (FLOPs(B) / peak)) as lines,
+the batch where decode turns compute-bound marked, and the tokens/s measured op by op as points.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def _save(fig, stem: Path) -> list[Path]:
+    outs = [Path(str(stem) + ".png"), Path(str(stem) + ".svg")]
+    fig.savefig(outs[0], dpi=150, bbox_inches="tight")
+    fig.savefig(outs[1], bbox_inches="tight")
+    plt.close(fig)
+    return outs
+
+
+def decode_figure(summary: dict):
+    c = summary["curves"]
+    decode = [r for r in summary.get("rows", []) if r["phase"] == "decode"]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    for ax, key, pts, xlabel in (
+        (axes[0], "batch", [r for r in decode if r["context"] == c["context"]], "batch (sequences decoded together)"),
+        (axes[1], "context", [r for r in decode if r["batch"] == c["batch"]], "context length (KV positions)"),
+    ):
+        curve = c["vs_" + key]
+        x = [p[key] for p in curve]
+        mem = [p["memory_tokens_per_s"] for p in curve]
+        comp = [p["compute_tokens_per_s"] for p in curve]
+        ax.plot(x, mem, "-", color="#377eb8", label=f"memory roof (DRAM {c['dram_gbps']:.1f} GB/s)")
+        ax.plot(x, comp, "-", color="#e41a1c", label=f"compute roof ({c['dtype']} {c['peak_gflops']:.0f} GFLOP/s)")
+        ax.plot(x, [min(a, b) for a, b in zip(mem, comp)], ":", color="black", lw=2, label="attainable")
+        if pts:
+            ax.plot([r[key] for r in pts], [r["tokens_per_s"] for r in pts], "o", color="#4daf4a", ms=8,
+                    label="measured, op by op")  # fmt: skip
+        if key == "batch" and c["compute_bound_batch"]:
+            b = c["compute_bound_batch"]
+            ax.axvline(b, color="grey", ls="--")
+            ax.annotate(f"compute-bound from batch {b}", (b, min(mem + comp)), xytext=(5, 5),
+                        textcoords="offset points", fontsize=9)  # fmt: skip
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("decode tokens/s")
+        fixed = f"context {c['context']}" if key == "batch" else f"batch {c['batch']}"
+        ax.set_title(f"{summary['config']} decode vs {key} ({fixed})", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def decode_charts(summary: dict, stem: Path) -> list[Path]:
+    return _save(decode_figure(summary), Path(str(stem) + ".decode"))

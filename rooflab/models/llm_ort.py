@@ -1,0 +1,185 @@
+"""The runtime check of `rooflab llm`: the same architecture exported to ONNX (export_llm, random
+weights) and run in onnxruntime on this machine, measured against rooflab's per-op prediction.
+
+Checked first: the exported graph is verified end to end before it is timed (a decode step fed the
+prefill's KV cache gives the logits of a prefill one token longer, to 1e-3 relative), so RoPE
+positions, the causal mask, GQA and the cache are right. Then each phase is run in a session with
+all graph optimizations and ``threads`` intra-op threads: warm-up runs, then the median of timed
+runs (end to end, what a user sees), and one profiled session for onnxruntime's own per-node
+times, summed by operator type, which the comparison lists beside rooflab's per-kind prediction.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import RooflabError
+from . import export_llm, llm
+
+
+def _ort():
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise RooflabError("the runtime check needs onnxruntime", "pip install 'rooflab[onnx]'") from None
+    return ort
+
+
+def session(path: Path, threads: int, profile_dir: str | None = None):
+    ort = _ort()
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.log_severity_level = 3
+    if profile_dir:
+        so.enable_profiling = True
+        so.profile_file_prefix = str(Path(profile_dir) / "ort")
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def feeds(sess, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i in sess.get_inputs():
+        if i.name == "input_ids":
+            out[i.name] = rng.integers(0, 100, i.shape).astype(np.int64)
+        else:
+            out[i.name] = rng.standard_normal(i.shape).astype(np.float32)
+    return out
+
+
+def verify(config: str, tmp: Path, prompt: int = 5) -> float:
+    """Largest relative difference between decode-after-prefill and the longer prefill's logits."""
+    arch = llm.load(config)
+    a = export_llm.export(config, tmp / "p.onnx", seq=prompt)
+    b = export_llm.export(config, tmp / "p1.onnx", seq=prompt + 1)
+    c = export_llm.export(config, tmp / "d.onnx", cache=prompt + 1)
+    ids = np.random.default_rng(3).integers(0, arch.vocab, (1, prompt + 1)).astype(np.int64)
+    sa, sb, sc = session(a, 1), session(b, 1), session(c, 1)
+    out_a = sa.run(None, {"input_ids": ids[:, :prompt]})
+    names = [o.name for o in sa.get_outputs()]
+    past = {n.replace("present", "past"): v for n, v in zip(names, out_a) if n.startswith("present")}
+    step = sc.run(None, {"input_ids": ids[:, prompt:], **past})[0]
+    ref = sb.run(None, {"input_ids": ids})[0]
+    err = float(np.max(np.abs(step - ref)) / max(np.max(np.abs(ref)), 1e-30))
+    if not err < 1e-3:
+        raise RooflabError(f"the exported {arch.name} graph is wrong: decode after prefill differs by {err:.2g}")
+    return err
+
+
+def timed(path: Path, threads: int, runs: int, warmup: int = 2) -> dict:
+    """Median end-to-end seconds of ``runs`` runs, and onnxruntime's per-op-type time (profiled)."""
+    s = session(path, threads)
+    f = feeds(s)
+    for _ in range(warmup):
+        s.run(None, f)
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        s.run(None, f)
+        times.append(time.perf_counter() - t0)
+    del s
+    with tempfile.TemporaryDirectory() as d:
+        p = session(path, threads, d)
+        for _ in range(warmup + 1):
+            p.run(None, f)
+        trace = json.loads(Path(p.end_profiling()).read_text())
+    by_type: Counter = Counter()
+    last = max((e for e in trace if e.get("name") == "model_run"), key=lambda e: e["ts"])  # a warm run
+    for e in trace:
+        if (
+            e.get("cat") == "Node"
+            and e.get("name", "").endswith("_kernel_time")
+            and last["ts"] <= e["ts"] <= last["ts"] + last["dur"]
+        ):
+            by_type[e["args"].get("op_name", "?")] += e["dur"] * 1e-6
+    return {
+        "median_s": statistics.median(times),
+        "min_s": min(times),
+        "runs": runs,
+        "by_op_type_s": dict(by_type.most_common()),
+    }
+
+
+KIND_TO_ORT = {
+    "gemm": "MatMul/Gemm (weights)",
+    "batched_gemm": "MatMul (attention)",
+    "softmax": "Softmax",
+    "rmsnorm": "RMSNorm (6 nodes or fused)",
+    "rope": "RoPE (Slice, Neg, Concat, Mul, Add)",
+    "concat": "Concat (KV cache)",
+    "add": "Add (residual)",
+    "silu": "SiLU (Sigmoid, Mul)",
+    "mul": "Mul (gate x up)",
+    "embedding": "Gather",
+}
+
+
+def predicted_by_kind(row: dict) -> dict:
+    out: dict = {}
+    for o in row["ops"]:
+        k = KIND_TO_ORT.get(o["kind"], o["kind"])
+        out[k] = out.get(k, 0.0) + o["total_s"]
+    return out
+
+
+def compare(config: str, rows: list[dict], threads: int, prompt: int, context: int, runs: int = 10) -> dict:
+    """Export prefill (``prompt`` tokens) and decode (KV ``context``) at batch 1, verify, time in
+    onnxruntime, and put each beside rooflab's prediction (``rows`` of llm_run.assemble)."""
+    arch = llm.load(config)
+    export_llm.check(arch, 1, prompt, None)
+    out = {"config": arch.name, "threads": threads, "runtime": "onnxruntime " + _ort().__version__}
+    with tempfile.TemporaryDirectory(prefix="rooflab-llm-") as d:
+        tmp = Path(d)
+        out["verified_rel_err"] = verify(config, tmp)
+        for f in tmp.iterdir():
+            f.unlink()
+        for phase, kw in (("prefill", {"seq": prompt}), ("decode", {"cache": context})):
+            path = export_llm.export(config, tmp / f"{phase}.onnx", **kw)
+            m = timed(path, threads, runs)
+            row = next(
+                r
+                for r in rows
+                if r["phase"] == phase
+                and r["batch"] == 1
+                and (r.get("prompt") == prompt if phase == "prefill" else r.get("context") == context)
+            )
+            out[phase] = {
+                "measured_s": m["median_s"],
+                "predicted_s": row["seconds"],
+                "predicted_library_s": row["library_seconds"],
+                "roof_s": row["roof_seconds"],
+                "error_pct": 100 * (row["seconds"] - m["median_s"]) / m["median_s"],
+                "ort_by_op_type_s": m["by_op_type_s"],
+                "predicted_by_kind_s": predicted_by_kind(row),
+            }
+            path.unlink()
+            Path(str(path) + ".data").unlink()
+    return out
+
+
+def lines(c: dict) -> list[str]:
+    out = [
+        f"  onnxruntime check ({c['runtime']}, {c['threads']} threads; graph verified, rel. err {c['verified_rel_err']:.1e}):"
+    ]
+    for phase in ("prefill", "decode"):
+        p = c[phase]
+        out.append(
+            f"    {phase}: measured {p['measured_s'] * 1e3:.2f} ms, predicted {p['predicted_s'] * 1e3:.2f} ms "
+            f"({p['error_pct']:+.0f}%), roofs {p['roof_s'] * 1e3:.2f} ms"
+        )
+        ort_top = ", ".join(f"{k} {v * 1e3:.2f}" for k, v in list(p["ort_by_op_type_s"].items())[:6])
+        ours = ", ".join(
+            f"{k} {v * 1e3:.2f}" for k, v in sorted(p["predicted_by_kind_s"].items(), key=lambda kv: -kv[1])[:6]
+        )
+        out.append(f"      onnxruntime by node type (ms): {ort_top}")
+        out.append(f"      rooflab by op kind (ms): {ours}")
+    return out

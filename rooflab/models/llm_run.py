@@ -1,0 +1,441 @@
+"""`rooflab llm CONFIG`: an LLM's prefill and decode placed on this machine's measured roofline.
+
+Each distinct op of a prefill of S tokens (per batch) and of a decode step (per batch and context)
+is executed once at its real shape by the one driver (rooflab.models.measure: the library variant
+and the best verified own variant, warm and cold), and counted as often as it occurs. An op whose
+weights come from memory (the phase's weights exceed the last-level cache, as every real LLM's
+do) or that reads the KV cache in decode is charged its streamed cold time: each sample calls it
+once on each of several distinct copies of its operands (>= 4x the LLC in all, within a quarter of
+the free memory) with no flush between calls, as a step streams one layer's weights after the
+other; an op timed alone after a cache flush ran 1.5-1.8x faster per byte here than the same ops
+chained (scripts/llm_gemv_chain.py). The rest (norms, RoPE, adds on a few rows) are charged their
+warm time. An op that does not fit the memory budget, or that no variant
+executes, is predicted from the roofs (max of F/peak, B/BW(DRAM), dispatches x latency) and marked
+"predicted". Nothing is materialized beyond one op's operands: Llama-2-7B's 27 GB of fp32 weights
+are never allocated, its largest op (the 32000 x 4096 LM head) is 0.5 GB.
+
+Napkin math (decode): time per token ~ weight bytes / DRAM read bandwidth; tokens/s at batch B
+rises ~B until F(B) / peak >= bytes(B) / BW, the batch where decode turns compute-bound;
+MBU = bytes a step must move / its time / the DRAM roof; MFU = FLOPs / time / peak.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+
+from ..errors import RooflabError
+from ..memory import available_bytes, fmt_bytes
+from . import llm, measure, place
+from .ops import ITEMSIZE, flops, min_bytes, output_numel
+
+
+def _ints(text, what: str) -> list[int]:
+    out = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 1:
+            raise RooflabError(f"{what} {text!r}: give positive integers, e.g. {what} 1,4,16")
+        out.append(int(part))
+    return sorted(set(out))
+
+
+def check_inputs(arch: llm.Arch, args) -> dict:
+    """Prompt, contexts, batches and dtype, refused (one line naming the option) when unusable;
+    a context above max_position_embeddings is a warning only."""
+    prompt = _ints(args.prompt, "--prompt")
+    if len(prompt) != 1:
+        raise RooflabError("--prompt takes one length", "e.g. --prompt 128")
+    contexts = _ints(args.context, "--context")
+    batches = _ints(args.batch, "--batch")
+    dtype = llm.dtype_name(args.dtype)
+    for n in (prompt[0], *contexts):
+        if arch.max_pos and n > arch.max_pos:
+            print(
+                f"warning: length {n} is above the model's max_position_embeddings ({arch.max_pos}); placed anyway",
+                file=sys.stderr,
+            )
+    total = _memory_total(args.device)
+    kv = llm.kv_cache_bytes(arch, max(batches), max(contexts + prompt), ITEMSIZE[dtype])
+    if total and kv > total:
+        raise RooflabError(
+            f"--batch {max(batches)}: its KV cache at context {max(contexts + prompt)} is {fmt_bytes(kv)} in "
+            f"{dtype}, more than this device's {fmt_bytes(total)} of memory",
+            "use a smaller --batch or --context",
+        )
+    return {"prompt": prompt[0], "contexts": contexts, "batches": batches, "dtype": dtype}
+
+
+def _memory_total(device: str) -> int | None:
+    if device == "cuda":
+        try:
+            import cupy
+
+            return cupy.cuda.runtime.memGetInfo()[1]
+        except Exception:  # noqa: BLE001 - no GPU: the device check refuses later
+            return None
+    from ..memory import meminfo
+
+    return meminfo("MemTotal")
+
+
+def _key(op: dict) -> tuple:
+    return (op["kind"], op["dtype"], tuple(sorted(op["shape"].items())))
+
+
+def predict(op: dict, roofs: place.Roofs, cold: bool, dtype: str | None = None) -> dict:
+    """The roofs' time for ``op`` (at ``dtype``'s bytes when given): max(F/peak, B/BW, latency)."""
+    o = dict(op, dtype=dtype or op["dtype"])
+    F, B = flops(o), min_bytes(o)
+    written = min(B, output_numel(o) * ITEMSIZE[o["dtype"]])
+    exec_dtype = o["dtype"] if o["dtype"] in ("float32", "float64") or roofs.device == "cuda" else "float32"
+    peak = roofs.peak(exec_dtype)["value"] * 1e9
+    mem = roofs.memory(B - written, written, cold)["value"] * 1e9
+    lat = roofs.latency(f"library-{roofs.device}")
+    t = max(F / peak, B / mem, (lat["value"] * 1e-9) if lat else 0.0)
+    return place.place_op(o, t, 1, roofs, f"library-{roofs.device}", cold) | {"predicted": True}
+
+
+def _charged_cold(op: dict, phase_cold: bool) -> bool:
+    if not phase_cold:
+        return False
+    if op["kind"] == "gemm" and op["shape"].get("weight", True):
+        return True
+    return op["phase"] == "decode" and op["kind"] == "batched_gemm"
+
+
+def _llc(machine: dict, device: str) -> int:
+    if device == "cuda":
+        return (machine.get("gpu") or {}).get("l2_bytes") or (50 << 20)
+    caches = machine["cpu"]["caches"]
+    return caches[-1]["size_bytes"] if caches else 32 << 20
+
+
+def measure_distinct(ops_all, roofs, *, device, threads, quick, machine, own, execute, progress=None):
+    """key -> {"library": rec, "own": rec|None, "predicted": {cold: rec}, "why": reason}."""
+    out: dict[tuple, dict] = {}
+    todo = []
+    for o in ops_all:
+        k = _key(o)
+        if k in out:
+            continue
+        out[k] = {"library": None, "own": None, "why": None, "op": o}
+        if not execute:
+            out[k]["why"] = "not executed (--no-measure)"
+            continue
+        need = measure._footprint(o)
+        avail = available_bytes() if device == "cpu" else None
+        if avail is not None and need > 0.5 * avail:
+            out[k]["why"] = f"needs {fmt_bytes(need)} to execute and verify, {fmt_bytes(avail)} free"
+            continue
+        todo.append(o)
+    if progress:
+        progress.start(len(todo))
+    llc = _llc(machine, device)
+    for o in todo:
+        placed, errors = measure.measure_ops(
+            [dict(o, count=1)], roofs, device=device, threads=threads, quick=quick, machine=machine,
+            progress=progress, own=own, stream_llc=llc if _charged_cold(o, True) else None,
+        )  # fmt: skip
+        rec = out[_key(o)]
+        for p in placed:
+            rec["own" if p["own_kernel"] else "library"] = p
+        if rec["library"] is None:
+            rec["why"] = "; ".join(e["error"] for e in errors) or "no variant executes it"
+    return out
+
+
+def executable(dtype: str, device: str) -> str:
+    """The dtype an op runs in here: the CPU paths have no fp16/bf16 arithmetic (float32 instead)."""
+    return dtype if dtype in ("float32", "float64") or device == "cuda" else "float32"
+
+
+def dram_read(roofs) -> float:
+    """The main-memory roof a decode step's weight stream runs against (STREAM read), bytes/s."""
+    return roofs.memory(1.0, 0.0, cold=True)["value"] * 1e9
+
+
+def _time(entry: dict, cold: bool, roofs) -> tuple[float, float, dict, bool]:
+    """(library time, best time, the record placed, predicted?) for one use of an op."""
+    if entry["library"] is None:
+        p = predict(entry["op"], roofs, cold, executable(entry["op"]["dtype"], roofs.device))
+        return p["seconds"], p["seconds"], p, True
+    recs = [r for r in (entry["library"], entry["own"]) if r is not None]
+
+    def t(r):
+        return r.get("cold_seconds", r["seconds"]) if cold else r["seconds"]
+
+    best = min(recs, key=t)
+    placed = best.get("cold") if cold and best.get("cold") else best
+    return t(entry["library"]), t(best), {**best, **placed}, False
+
+
+def assemble(phase_sets, measured, roofs, machine, device, dtype_req) -> list[dict]:
+    """Per phase set: time, tokens/s, MBU, MFU, shares, and the op rows."""
+    llc = _llc(machine, device)
+    bw = dram_read(roofs)
+    rows = []
+    for s in phase_sets:
+        ops_list = s["ops"]
+        tot = llm.totals(ops_list)
+        exec_dtype = executable(ops_list[0]["dtype"], device)
+        tot = llm.totals(ops_list, ITEMSIZE[exec_dtype])  # bytes moved at the executed dtype
+        phase_cold = tot["weight_elems"] * ITEMSIZE[exec_dtype] > llc
+        t_lib = t_best = roof = roof_req = 0.0
+        by_cls, by_bound, oprows, predicted = {}, {}, [], []
+        for o in ops_list:
+            n = o["count"] * o["mult"]
+            cold = _charged_cold(o, phase_cold)
+            tl, tb, rec, pred = _time(measured[_key(o)], cold, roofs)
+            t_lib += tl * n
+            t_best += tb * n
+            roof += predict(o, roofs, cold, exec_dtype)["seconds"] * n
+            roof_req += predict(o, roofs, cold, dtype_req)["seconds"] * n
+            by_cls[o["cls"]] = by_cls.get(o["cls"], 0.0) + tb * n
+            by_bound[rec["class"]] = by_bound.get(rec["class"], 0.0) + tb * n
+            if pred:
+                predicted.append(o["name"])
+            oprows.append(
+                {
+                    "name": o["name"], "kind": o["kind"], "cls": o["cls"], "count": o["count"], "mult": o["mult"],
+                    "shape": o["shape"], "cold": cold, "seconds": tb, "library_seconds": tl,
+                    "total_s": tb * n, "flops": flops(o), "bytes_min": min_bytes(o), "class": rec["class"],
+                    "pct_of_roof": rec["pct_of_roof"], "impl": rec.get("impl", "roofs"), "predicted": pred,
+                    "intensity": rec["intensity"],
+                }
+            )  # fmt: skip
+        peak = roofs.peak(exec_dtype)["value"] * 1e9
+        tokens = s["batch"] * (s["prompt"] if s["phase"] == "prefill" else 1)
+        row = {
+            k: s[k] for k in ("phase", "batch", "prompt", "context") if k in s
+        } | {
+            "seconds": t_best, "library_seconds": t_lib, "roof_seconds": roof, "roof_seconds_requested_dtype": roof_req,
+            "tokens_per_s": tokens / t_best if s["phase"] == "prefill" else s["batch"] / t_best,
+            "flops": tot["flops"], "bytes_min": tot["bytes"], "mbu": tot["bytes"] / t_best / bw,
+            "mfu": tot["flops"] / t_best / peak, "share_by_op_class": {k: 100 * v / t_best for k, v in by_cls.items()},
+            "share_by_bound": {k: 100 * v / t_best for k, v in by_bound.items()}, "predicted_ops": predicted,
+            "weights_cold": phase_cold, "ops": oprows,
+        }  # fmt: skip
+        rows.append(row)
+    return rows
+
+
+def curves(arch, roofs, dtype: str, batch0: int, context0: int, prompt: int) -> dict:
+    """Decode tokens/s against batch and against context as the memory and compute roofs allow
+    (analytic: every op's F and B summed), and the batch where decode turns compute-bound."""
+    exec_dtype = executable(dtype, roofs.device)
+    peak = roofs.peak(exec_dtype)["value"] * 1e9
+    bw = dram_read(roofs)
+
+    def point(B, L):
+        t = llm.totals(llm.phase_ops(arch, "decode", batch=B, context=L, dtype=exec_dtype))
+        return {"memory_tokens_per_s": B / (t["bytes"] / bw), "compute_tokens_per_s": B / (t["flops"] / peak)}
+
+    batches = sorted({int(round(2 ** (i / 2))) for i in range(0, 25)})
+    vs_batch = [{"batch": B, **point(B, context0)} for B in batches]
+    cross = next((p["batch"] for p in vs_batch if p["compute_tokens_per_s"] <= p["memory_tokens_per_s"]), None)
+    if cross is not None:  # refine between the grid points
+        lo = max([b for b in batches if b < cross] or [1])
+        for B in range(lo, cross + 1):
+            q = point(B, context0)
+            if q["compute_tokens_per_s"] <= q["memory_tokens_per_s"]:
+                cross = B
+                break
+    top = arch.max_pos or 4096
+    lengths = sorted({min(top, 2**i) for i in range(4, 18)} | {context0})
+    vs_context = [{"context": L, **point(batch0, L)} for L in lengths if L >= prompt or L >= 16]
+    return {
+        "context": context0, "batch": batch0, "vs_batch": vs_batch, "vs_context": vs_context,
+        "compute_bound_batch": cross, "peak_gflops": peak / 1e9, "dram_gbps": bw / 1e9, "dtype": exec_dtype,
+    }  # fmt: skip
+
+
+def _sets(arch, inp) -> list[dict]:
+    sets = []
+    for B in inp["batches"]:
+        sets.append({"phase": "prefill", "batch": B, "prompt": inp["prompt"],
+                     "ops": llm.fold(llm.phase_ops(arch, "prefill", B, inp["prompt"], dtype=inp["dtype"]))})  # fmt: skip
+        for L in inp["contexts"]:
+            sets.append({"phase": "decode", "batch": B, "context": L,
+                         "ops": llm.fold(llm.phase_ops(arch, "decode", B, context=L, dtype=inp["dtype"]))})  # fmt: skip
+    return sets
+
+
+def lines(summary: dict) -> list[str]:
+    """The human-readable summary."""
+    s = summary
+    p = s["params"]
+    out = [
+        f"{s['config']}: {s['arch']}",
+        f"  parameters: {p['total']:,} total, {p['active']:,} active per token",
+    ]
+    if s.get("unknown_fields"):
+        out.append(f"  config fields rooflab does not read (placed without them): {', '.join(s['unknown_fields'])}")
+    if s["dtype_requested"] != s["dtype_executed"] and s.get("rows"):
+        out.append(
+            f"  requested {s['dtype_requested']}, executed as {s['dtype_executed']} (no {s['dtype_requested']} "
+            f"arithmetic on this device); the roofs' prediction at {s['dtype_requested']} bytes is given beside"
+        )
+    for r in s.get("rows", []):
+        what = f"prefill {r['prompt']} tokens" if r["phase"] == "prefill" else f"decode at context {r['context']}"
+        main = f"TTFT {r['seconds'] * 1e3:.1f} ms" if r["phase"] == "prefill" else f"{r['seconds'] * 1e3:.1f} ms/token"
+        shares = ", ".join(
+            f"{k} {v:.0f}%" for k, v in sorted(r["share_by_op_class"].items(), key=lambda kv: -kv[1]) if v >= 0.5
+        )
+        n_pred = len(r["predicted_ops"])
+        pred = (
+            "; every op predicted from the roofs (--no-measure)"
+            if s.get("executed") is False
+            else f"; predicted, not executed: {', '.join(r['predicted_ops'])}"
+            if n_pred
+            else ""
+        )
+        req = (
+            f", roofs at {s['dtype_requested']}: {r['roof_seconds_requested_dtype'] * 1e3:.1f} ms"
+            if s["dtype_requested"] != s["dtype_executed"]
+            else ""
+        )
+        out.append(
+            f"  batch {r['batch']} {what}: {main}, {r['tokens_per_s']:.3g} tokens/s, MBU {100 * r['mbu']:.0f}%, "
+            f"MFU {100 * r['mfu']:.1f}% (roofs: {r['roof_seconds'] * 1e3:.1f} ms{req}; library only "
+            f"{r['library_seconds'] * 1e3:.1f} ms); time: {shares}" + pred
+        )
+    if s.get("runtime_check"):
+        from .llm_ort import lines as ort_lines
+
+        out += ort_lines(s["runtime_check"])
+    c = s.get("curves")
+    if c:
+        cb = c["compute_bound_batch"]
+        out.append(
+            f"  decode at context {c['context']} turns compute-bound at batch {cb if cb else '> ' + str(c['vs_batch'][-1]['batch'])}"
+            f" ({c['dtype']} peak {c['peak_gflops']:.0f} GFLOP/s, DRAM {c['dram_gbps']:.1f} GB/s)"
+        )
+    return out
+
+
+def cmd_llm(args) -> int:
+    from .. import machine
+    from ..threads import check_threads, max_threads
+
+    arch = llm.load(args.config)
+    if arch.unknown:
+        print(
+            f"note: {arch.name}: config fields rooflab does not read: {', '.join(arch.unknown)} (placed without them)",
+            file=sys.stderr,
+        )
+    device = (args.device or "cpu").lower()
+    if device not in ("cpu", "cuda"):
+        raise RooflabError(f"unknown device {args.device!r}", "use --device cpu or cuda")
+    inp = check_inputs(arch, args)
+    runtime = (args.runtime or "").lower() or None
+    if runtime not in (None, "onnxruntime", "ort"):
+        raise RooflabError(f"unknown runtime {args.runtime!r}", "use --runtime onnxruntime")
+    if runtime:
+        from . import export_llm
+
+        export_llm.check(arch, 1, inp["prompt"], None)
+        if args.no_measure or 1 not in inp["batches"] or device != "cpu":
+            raise RooflabError("--runtime onnxruntime compares measured predictions at batch 1 on the CPU",
+                               "drop --no-measure, include batch 1, use --device cpu")  # fmt: skip
+    summary = {
+        "config": arch.name, "arch": llm.describe(arch), "params": llm.param_counts(arch),
+        "unknown_fields": arch.unknown, "dtype_requested": inp["dtype"], "prompt": inp["prompt"],
+        "batches": inp["batches"], "contexts": inp["contexts"],
+    }  # fmt: skip
+    desc = machine.describe()
+    if device == "cuda":
+        from ..cuda import backend
+
+        backend.require(0)
+        desc["gpu"] = backend.describe(0)
+        desc["id"] = f"{machine.slug(desc['gpu']['name'])}-gpu0"
+    threads = check_threads(args.threads) if args.threads is not None else max_threads()
+    out = Path(args.out)
+    try:
+        ceil, src = measure.find_ceilings(out, desc["id"], device, args.ceilings)
+    except RooflabError:
+        if not args.no_measure:
+            raise
+        ceil = None
+    if ceil is None:  # counts only
+        summary["dtype_executed"] = inp["dtype"]
+        summary["phases"] = {
+            "prefill": llm.totals(llm.phase_ops(arch, "prefill", 1, inp["prompt"], dtype=inp["dtype"])),
+            "decode": llm.totals(llm.phase_ops(arch, "decode", 1, context=inp["contexts"][0], dtype=inp["dtype"])),
+        }
+        print(json.dumps(summary, indent=1) if args.json else "\n".join(lines(summary)))
+        return 0
+    roofs = place.Roofs(ceil, threads if device == "cpu" else 0, device)
+    sets = _sets(arch, inp)
+    all_ops = [o for s in sets for o in s["ops"]]
+    progress = None
+    if not args.json:
+        from ..progress import RichProgress
+
+        progress = RichProgress(f"llm {arch.name}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        measured = measure_distinct(
+            all_ops, roofs, device=device, threads=threads, quick=args.quick, machine=desc, own=not args.no_own,
+            execute=not args.no_measure, progress=progress,
+        )  # fmt: skip
+    if progress:
+        progress.close()
+    exec_dtype = next(
+        (e["library"]["dtype"] for e in measured.values() if e["library"]),
+        "float32" if device == "cpu" else inp["dtype"],
+    )
+    summary.update(
+        executed=not args.no_measure,
+        dtype_executed=exec_dtype,
+        threads=roofs.threads,
+        device=device,
+        ceilings_source=src,
+    )
+    summary["rows"] = assemble(sets, measured, roofs, desc, device, inp["dtype"])
+    summary["curves"] = curves(arch, roofs, inp["dtype"], inp["batches"][0], inp["contexts"][0], inp["prompt"])
+    if runtime:
+        from . import llm_ort
+
+        print(f"onnxruntime check of {arch.name} ({roofs.threads} threads) ...", file=sys.stderr)
+        summary["runtime_check"] = llm_ort.compare(
+            args.config, summary["rows"], roofs.threads, inp["prompt"], inp["contexts"][0], runs=5 if args.quick else 10
+        )
+    files = write_outputs(summary, measured, ceil, src, desc, device, out, args)
+    if args.json:
+        slim = dict(summary, rows=[{k: v for k, v in r.items() if k != "ops"} for r in summary["rows"]])
+        print(json.dumps(slim | {"files": [str(f) for f in files]}, indent=1, default=str))
+    else:
+        print("\n".join(lines(summary)))
+        for f in files:
+            print(f"output: {f}")
+    return 0
+
+
+def write_outputs(summary, measured, ceil, src, desc, device, out: Path, args) -> list[Path]:
+    from ..results import ResultWriter, require_writable
+
+    require_writable(out)
+    writer = ResultWriter(out, desc, "llm", device, {"config": args.config, "threads": summary["threads"]})
+    measure._use_ceilings(writer, ceil, src)
+    placed = []
+    for e in measured.values():
+        for r in (e["library"], e["own"]):
+            if r is not None:
+                placed.append({**r, "model": summary["config"]})
+    writer.data["ops_placed"] = placed
+    writer.data["llm"] = summary
+    writer.finish("complete")
+    stem = Path(str(writer.path)[:-5])
+    files = [writer.path]
+    if not args.no_plot:
+        from ..charts import roofline as roofline_chart
+        from . import llm_charts
+
+        if placed:
+            files += roofline_chart.roofline(writer.data, Path(str(stem) + ".roofline"), ops=placed)
+        files += llm_charts.decode_charts(summary, stem)
+    return files

@@ -1,0 +1,72 @@
+"""Llama-family ONNX export: the graph is verified (decode after prefill = the longer prefill),
+a broken cache is caught, it holds exactly the architecture's parameters, and bad requests are
+refused; onnxruntime times a tiny model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rooflab import cli
+from rooflab.errors import RooflabError
+from rooflab.models import export_llm, llm, llm_ort
+
+pytest.importorskip("onnxruntime")
+
+TINY = {
+    "model_type": "qwen2", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128, "max_position_embeddings": 64,
+    "tie_word_embeddings": False,
+}  # fmt: skip
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(TINY))
+    return str(f)
+
+
+def test_exported_graph_is_verified_and_holds_the_parameters(tiny, tmp_path):
+    (tmp_path / "v").mkdir()
+    assert llm_ort.verify(tiny, tmp_path / "v") < 1e-3
+    import onnx
+
+    path = export_llm.export(tiny, tmp_path / "m.onnx", seq=4)
+    m = onnx.load(str(path), load_external_data=False)
+    n = sum(int(np.prod(t.dims)) for t in m.graph.initializer if not t.name.startswith("const_"))
+    assert n == llm.param_counts(llm.load(tiny))["total"]
+    assert not list(tmp_path.glob(".*tmp*"))
+
+
+def test_a_cache_fed_wrong_is_caught(tiny, tmp_path):
+    a = export_llm.export(tiny, tmp_path / "p.onnx", seq=3)
+    d = export_llm.export(tiny, tmp_path / "d.onnx", cache=4)
+    b = export_llm.export(tiny, tmp_path / "p1.onnx", seq=4)
+    ids = np.arange(4, dtype=np.int64).reshape(1, 4)
+    sa, sd, sb = (llm_ort.session(x, 1) for x in (a, d, b))
+    out = sa.run(None, {"input_ids": ids[:, :3]})
+    past = {o.name.replace("present", "past"): v for o, v in zip(sa.get_outputs(), out) if "present" in o.name}
+    ref = sb.run(None, {"input_ids": ids})[0]
+    good = sd.run(None, {"input_ids": ids[:, 3:], **past})[0]
+    assert np.allclose(good, ref, rtol=1e-4, atol=1e-5)
+    swapped = {k: past[k.replace("key", "value") if "key" in k else k.replace("value", "key")] for k in past}
+    assert not np.allclose(sd.run(None, {"input_ids": ids[:, 3:], **swapped})[0], ref, rtol=1e-3, atol=1e-4)
+
+
+def test_export_refuses_what_it_cannot_build(tmp_path, capsys):
+    with pytest.raises(RooflabError, match="not a dense Llama-family"):
+        export_llm.export("mixtral-8x7b", tmp_path / "x.onnx", cache=8)
+    with pytest.raises(RooflabError, match="not a dense Llama-family"):
+        export_llm.export("gpt-neox-20b", tmp_path / "x.onnx", cache=8)
+    assert cli.main(["export", "smollm-135m", "-o", str(tmp_path / "x.onnx"), "--seq", "4", "--cache", "8"]) == 2
+    assert "not both" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_ort_times_each_phase(tiny, tmp_path):
+    p = export_llm.export(tiny, tmp_path / "d.onnx", cache=8)
+    m = llm_ort.timed(p, threads=1, runs=3)
+    assert m["median_s"] > 0 and "MatMul" in m["by_op_type_s"]
