@@ -96,6 +96,7 @@ def test_a_wrong_rope_fails_verification(monkeypatch):
     assert rec.status != "ok"
 
 
+@pytest.mark.slow  # a real quick run's ceilings, then the LLM placed on them
 def test_tiny_llm_end_to_end(quick_result, tmp_path, capsys):
     cfg = _cfg(tmp_path)
     out = tmp_path / "r"
@@ -117,6 +118,7 @@ def test_tiny_llm_end_to_end(quick_result, tmp_path, capsys):
     assert f"LLM: {saved['llm']['config']}" in page and "tokens/s" in page
 
 
+@pytest.mark.slow  # a real quick run's ceilings, then the LLM placed on them
 def test_ops_that_do_not_fit_are_predicted_and_bf16_runs_as_fp32(quick_result, tmp_path, capsys, monkeypatch):
     from rooflab.models import llm_run
 
