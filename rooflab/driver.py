@@ -31,6 +31,7 @@ import numpy as np
 from . import verify
 from .backend import Backend
 from .errors import RooflabError
+from .memory import check_footprint
 from .registry import Case, Variant, check_cases, get_variant
 from .timing import invert_stats, summarize
 
@@ -438,6 +439,8 @@ class Driver:
                 key = (case.variant, repr(case.size), case.dtype)
                 if key != cached_key:
                     cached_key, cached = None, None  # free the previous working set first
+                    if case.footprint:  # refused before it is allocated (never OOM-killed)
+                        check_footprint(case.footprint, case.label or case.variant)
                     cached, cached_key = self.inputs(case), key
                 rec = self.run_case(case, cached)
             except (RooflabError, MemoryError) as e:

@@ -105,6 +105,18 @@ def require_fits(nbytes: int, what: str, headroom: float = 0.8, hint: str | None
         )
 
 
+def check_footprint(nbytes: int, what: str) -> None:
+    """Refuse, before anything is allocated, a case whose arrays (``nbytes`` at once) exceed the
+    run's --max-working-set or would not fit in free memory (RooflabError: the driver records it
+    as that case's error and goes on with the next)."""
+    if _working_set_limit and nbytes > _working_set_limit:
+        raise RooflabError(
+            f"{what} holds {fmt_bytes(nbytes)} at once, over --max-working-set {fmt_bytes(_working_set_limit)}: not run",
+            "pass a larger --max-working-set to measure it",
+        )
+    require_fits(nbytes, what)
+
+
 def fmt_bytes(n: float) -> str:
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:

@@ -95,6 +95,9 @@ class Case:
     meta: dict = field(default_factory=dict)
     timing: dict = field(default_factory=dict)
     sweep: str | None = None  # "bandwidth" / "intensity": also kept as a compact sweep point
+    # bytes its inputs, outputs, workspace and float64 reference hold at once, where the family
+    # knows them: the driver refuses a case over --max-working-set or free memory before allocating
+    footprint: int | None = None
 
 
 _REGISTRY: dict[str, Variant] = {}

@@ -174,3 +174,59 @@ def test_the_readme_setup_line_ends_in_the_quick_run_and_its_times_match_the_hel
     help_ = _help_of(cli.build_parser(), "run", "--quick")
     for said in ("about a minute", "10-15 min"):
         assert said in prose and said in help_
+
+
+class _Errors:
+    """The part of a result writer the driver reports a refused case to."""
+
+    def __init__(self):
+        self.errors = []
+
+    def add_error(self, where, what):
+        self.errors.append((where, what))
+
+    def add_record(self, *a, **k):
+        raise AssertionError("a refused case must not be measured")
+
+
+def _fixed_shape_cases():
+    from rooflab.families import conv, gemm
+
+    big_gemm = max(gemm.cases(quick=False, threads=[1]), key=lambda c: c.footprint)
+    big_conv = max(conv.cases(False, [1]), key=lambda c: c.footprint)
+    return [big_gemm, big_conv]
+
+
+def test_fixed_shape_suites_honour_max_working_set_before_they_allocate(big_llc, monkeypatch):
+    """gemm and conv have fixed shapes: the driver refuses a case over --max-working-set (or free
+    memory) from its declared footprint, before its inputs exist, and goes on with the next."""
+    from rooflab import memory
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
+
+    driver = Driver(cpu_backend(), Settings(budget_s=0.0, min_samples=1, probe_clock=False, max_attempts=1))
+    built = []
+    monkeypatch.setattr(Driver, "inputs", staticmethod(lambda case: built.append(case) or ()))
+    cases = _fixed_shape_cases()
+    assert all(c.footprint > 64 << 20 for c in cases)
+    memory.set_working_set_limit(64 << 20)
+    w = _Errors()
+    assert driver.run(cases, w) == [] and built == []
+    assert len(w.errors) == 2 and all("over --max-working-set 64 MiB" in e for _, e in w.errors)
+    memory.set_working_set_limit(None)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 16 << 20)  # nothing free
+    w = _Errors()
+    assert driver.run(cases, w) == [] and built == []
+    assert all("memory is free" in e for _, e in w.errors)
+
+
+def test_a_footprint_counts_every_array_the_case_holds():
+    """The declared footprint is at least what the inputs really take (so the check cannot pass a
+    case that then does not fit): gemm's A and B, conv's x and w, built at a small shape."""
+    from rooflab.driver import Driver
+    from rooflab.families import conv, gemm
+
+    for c in (min(gemm.cases(quick=True, threads=[1]), key=lambda c: c.footprint),
+              min(conv.cases(True, [1]), key=lambda c: c.footprint)):  # fmt: skip
+        held = sum(a.nbytes for a in Driver.inputs(c) if hasattr(a, "nbytes"))
+        assert c.footprint >= 2 * held, (c.label, c.footprint, held)

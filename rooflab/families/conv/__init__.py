@@ -453,7 +453,17 @@ def _case(vname, s, threads, dtype="float32", timing=None, **meta) -> Case:
         label=f"{s.get('name', 'conv')} | {short}",
         meta={"layer": s.get("name"), "count": s.get("count", 1), **meta},
         timing=timing or {},
+        footprint=footprint(s, dtype),
     )
+
+
+def footprint(s: dict, dtype="float32") -> int:
+    """Bytes alive at once for one case: x, w and y in the dtype, im2col's column matrix (the largest
+    workspace of any algorithm here: C/g R S x N P Q), and the float64 reference's x, w and y."""
+    s = normalize_shape(s)
+    read, written = min_bytes(s, 1)
+    cols = (s["C"] // s["groups"]) * s["R"] * s["S"] * s["N"] * s["P"] * s["Q"]
+    return int(np.dtype(dtype).itemsize * (read + written + cols) + 8 * (read + written))
 
 
 def _nhwc(shapes: list[dict]) -> list[dict]:

@@ -190,6 +190,14 @@ def shapes(quick: bool) -> list[tuple[str, dict]]:
     return out
 
 
+def footprint(size, dtype) -> int:
+    """Bytes alive at once for one case: A, B, C (and bias) in the dtype, the float64 reference C and
+    the float64 copies of A and B it is computed from (a 16384^3 float32 case: 3 GiB + 6 GiB)."""
+    s = shape_of(size)
+    m, n, k = s["batch"] * s["M"], s["N"], s["K"]
+    return np.dtype(dtype).itemsize * (m * k + k * n + m * n + n) + 8 * (m * n + m * k + k * n)
+
+
 def cases(quick: bool = False, threads: list[int] | None = None, device: str = "cpu") -> list[Case]:
     """Every (variant, shape, dtype, threads) the suite verifies and times.
 
@@ -218,6 +226,7 @@ def cases(quick: bool = False, threads: list[int] | None = None, device: str = "
                             threads=t,
                             label=f"{v.name} {dt} {label(s)} ({name})",
                             meta={"shape": dict(s), "shape_label": name},
+                            footprint=footprint(s, dt),
                         )
                     )
     return out
