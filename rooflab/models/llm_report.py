@@ -26,7 +26,7 @@ def llm_section(d: dict) -> str:
     s = d.get("llm")
     if not s:
         return ""
-    from .llm_charts import decode_figure
+    from ..charts.llm import decode_figure
 
     p = s["params"]
     head = (

@@ -432,8 +432,8 @@ def write_outputs(summary, measured, ceil, src, desc, device, out: Path, args) -
     stem = Path(str(writer.path)[:-5])
     files = [writer.path]
     if not args.no_plot:
+        from ..charts import llm as llm_charts
         from ..charts import roofline as roofline_chart
-        from . import llm_charts
 
         if placed:
             files += roofline_chart.roofline(writer.data, Path(str(stem) + ".roofline"), ops=placed)
