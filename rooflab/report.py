@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 from pathlib import Path
 
 from .memory import fmt_bytes
@@ -46,13 +45,9 @@ def _esc(x) -> str:
 
 
 def _fig_to_img(fig, alt: str) -> str:
-    import matplotlib.pyplot as plt
+    from .charts.style import inline_png
 
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    data = base64.b64encode(buf.getvalue()).decode()
-    return f'<img alt="{_esc(alt)}" src="data:image/png;base64,{data}">'
+    return inline_png(fig, alt)
 
 
 def _png_of(plot_fn, *args, **kw) -> str:

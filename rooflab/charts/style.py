@@ -1,8 +1,12 @@
 """What every chart shares: colours per memory level, dtype and class, the title line, the
-duration format and saving a figure as PNG (150 dpi) and SVG side by side."""
+duration format, saving a figure as PNG (150 dpi) and SVG side by side, and a figure inlined into
+an HTML page as a PNG data URI (the report, the fleet page and the LLM section)."""
 
 from __future__ import annotations
 
+import base64
+import html
+import io
 from pathlib import Path
 
 import matplotlib
@@ -59,3 +63,12 @@ def fmt_ns(v: float) -> str:
     if v < 1e6:
         return f"{v / 1e3:.3g} us"
     return f"{v / 1e6:.3g} ms"
+
+
+def inline_png(fig, alt: str, dpi: int = 110) -> str:
+    """``fig`` as an <img> whose PNG is in the page itself (a report opens offline); closes it."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    data = base64.b64encode(buf.getvalue()).decode()
+    return f'<img alt="{html.escape(str(alt))}" src="data:image/png;base64,{data}">'

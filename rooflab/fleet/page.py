@@ -13,9 +13,7 @@ The baseline is the fleet's own median per SKU unless one is given (`baseline=` 
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 from pathlib import Path
 
 from ..charts.fleet import distribution_figure, roofline_figure
@@ -38,12 +36,9 @@ def _esc(x) -> str:
 
 
 def _img(fig, alt: str) -> str:
-    import matplotlib.pyplot as plt
+    from ..charts.style import inline_png
 
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return f'<img alt="{_esc(alt)}" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+    return inline_png(fig, alt, dpi=100)
 
 
 def _table(head: list[str], rows: list[list[str]]) -> str:

@@ -4,9 +4,7 @@ decode charts against batch and context, and the onnxruntime check when one was 
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 
 
 def _esc(x) -> str:
@@ -14,12 +12,9 @@ def _esc(x) -> str:
 
 
 def _img(fig, alt: str) -> str:
-    import matplotlib.pyplot as plt
+    from ..charts.style import inline_png
 
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return f'<img alt="{_esc(alt)}" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+    return inline_png(fig, alt)
 
 
 def llm_section(d: dict) -> str:
