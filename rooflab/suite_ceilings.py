@@ -114,24 +114,27 @@ def chase_cases(plan: Plan, caches: list[dict], max_ws: int, dram_from: int | No
     return out
 
 
+def peak_case(dtype: str, threads: int, l1_bytes: int, K: int, S: int) -> Case:
+    """The ERT FMA chain (K dependent FMAs x S streams) on an L1-resident block per thread."""
+    block = ert.block_elements(l1_bytes, np.dtype(dtype).itemsize, S)
+    return Case(
+        "cpu.ert.fma",
+        size=block * threads,
+        dtype=dtype,
+        threads=threads,
+        params={"K": K, "S": S, "block": block},
+        verify_params={"reps": 2},
+        label=f"FMA peak {dtype} K={K} {threads}T",
+        meta={"kernel": "fma", "block_bytes": block * np.dtype(dtype).itemsize},
+    )
+
+
 def peak_cases(plan: Plan, l1_bytes: int) -> list[Case]:
     out = []
     for dtype in ("float64", "float32"):
         for threads in plan.thread_counts():
             for K, S in PEAK_CONFIGS:
-                block = ert.block_elements(l1_bytes, np.dtype(dtype).itemsize, S)
-                out.append(
-                    Case(
-                        "cpu.ert.fma",
-                        size=block * threads,
-                        dtype=dtype,
-                        threads=threads,
-                        params={"K": K, "S": S, "block": block},
-                        verify_params={"reps": 2},
-                        label=f"FMA peak {dtype} K={K} {threads}T",
-                        meta={"kernel": "fma", "block_bytes": block * np.dtype(dtype).itemsize},
-                    )
-                )
+                out.append(peak_case(dtype, threads, l1_bytes, K, S))
     return out
 
 

@@ -23,14 +23,13 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-import numpy as np
-
 from . import roofline
 from .driver import Driver
-from .kernels.cpu import ert, stream
+from .kernels.cpu import stream
 from .memory import fmt_bytes, require_fits
 from .registry import Case
 from .suite_ceilings import Plan, derive_ceilings, latency_cases, set_theoretical
+from .suite_ceilings import peak_case as ceilings_peak_case
 
 # (K, S) of the FMA peak: the ERT body is generated source numba cannot cache, compiled per dtype;
 # K=16 compiles in 6.7 s where K=64 takes 17.6 s (this 2-core VM, contended). 16 FMAs per load and
@@ -91,18 +90,8 @@ def chase_cases(caches: list[dict], llc: int | None) -> list[Case]:
 
 
 def peak_case(dtype: str, threads: int, l1_bytes: int) -> Case:
-    K, S = PROBE_PEAK
-    block = ert.block_elements(l1_bytes, np.dtype(dtype).itemsize, S)
-    return Case(
-        "cpu.ert.fma",
-        size=block * threads,
-        dtype=dtype,
-        threads=threads,
-        params={"K": K, "S": S, "block": block},
-        verify_params={"reps": 2},
-        label=f"FMA peak {dtype} K={K} {threads}T",
-        meta={"kernel": "fma", "block_bytes": block * np.dtype(dtype).itemsize},
-    )
+    """The ceilings suite's FMA peak case at the probe's (K, S): a shorter chain, compiled faster."""
+    return ceilings_peak_case(dtype, threads, l1_bytes, *PROBE_PEAK)
 
 
 def cases(threads_all: int, caches: list[dict]) -> list[Case]:
