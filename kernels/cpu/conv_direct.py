@@ -108,17 +108,10 @@ def generated_source() -> str:
     return MARKER + "\n" + "\n\n".join(direct_source(kb, nv, r) for kb, nv in TILES for r in TAPS)
 
 
-def _write() -> None:  # pragma: no cover - developer tool
-    import pathlib
+if __name__ == "__main__":  # pragma: no cover - developer tool: rewrite the generated part
+    from .codegen import rewrite_below_marker
 
-    path = pathlib.Path(__file__)
-    text = path.read_text()
-    head = text.split(MARKER)[0].rstrip("\n")
-    path.write_text(head + "\n\n\n" + generated_source())
-
-
-if __name__ == "__main__":  # pragma: no cover
-    _write()
+    rewrite_below_marker(__file__, MARKER, generated_source())
 
 
 # silence "imported but unused" for names only the generated code uses
