@@ -389,6 +389,7 @@ class Driver:
                         self._sample(rec, call, cpu_time and e.threads == 1)
                 except RooflabError as err:  # a launch that fails only now
                     rec.status, rec.error, rec.samples_s = "failed", str(err), []
+                    rec.meta.pop("cpu_samples_s", None)
         probes.append(self._probe_threads(live))
         for rec, v, e, params, reps, _ in live:
             if rec.status != "ok":

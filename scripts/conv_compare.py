@@ -134,7 +134,7 @@ def per_call(rec, key):
     return np.asarray(xs) / rec.reps if xs else None
 
 
-def fastest(rec, amount):
+def rate(rec, amount):
     """``amount`` per second on the record's CPU time where the driver took it, else wall time."""
     t = per_call(rec, "cpu")
     return amount / float(np.median(t if t is not None else per_call(rec, "wall")))
@@ -177,7 +177,7 @@ def shape_entries(s, variants, threads, today, layout, depthwise):
 def report_shape(s, recs, works, scale, depthwise, say):
     """One shape's rows (printed and returned): every conv record's figures, or its error."""
     rd, wr = F.min_bytes(s, 4)
-    peaks = [fastest(r, r.work["flops"] / r.reps) for r in recs if r.meta["group"] == "peak" and r.status == "ok"]
+    peaks = [rate(r, r.work["flops"] / r.reps) for r in recs if r.meta["group"] == "peak" and r.status == "ok"]
     peak = max(peaks, default=float("nan"))  # every peak entry failed: no "% of peak"
     row = {"shape": s.get("name"), "params": F.params_for(s), "nominal_gflop": F.nominal_flops(s) / 1e9}
     row.update(peak_gflops=peak / 1e9, variants=[])
@@ -187,7 +187,7 @@ def report_shape(s, recs, works, scale, depthwise, say):
     )
     roof = next((r for r in recs if r.meta["group"] == "roof"), None)
     if roof is not None and roof.status == "ok":
-        row["copy_gbps"] = fastest(roof, roof.work["bytes"] / roof.reps) / 1e9
+        row["copy_gbps"] = rate(roof, roof.work["bytes"] / roof.reps) / 1e9
         say(f"  roof: stream copy over the same {(rd + wr) / 1e6:.2f} MB, interleaved: {row['copy_gbps']:.1f} GB/s")
     for r in recs:
         if r.meta["group"] != "conv" or r.status != "ok":
