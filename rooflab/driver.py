@@ -22,6 +22,7 @@ with every attempt's figures, and one still noisy says so (``noisy``, ``noise_re
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -318,13 +319,25 @@ class Driver:
         return {"stats": stats, "samples": list(seconds), "before": before, "after": after, "noise_reasons": reasons}
 
     # ---- an interleaved comparison ---------------------------------------------------------------
-    def interleaved(self, entries: list[Entry], rounds: int = 5, *, target_s: float | None = None) -> list[Record]:
+    def interleaved(
+        self, entries: list[Entry], rounds: int = 5, *, target_s: float | None = None, cpu_time: bool = False
+    ) -> list[Record]:
         """Verify and calibrate every entry, then ``rounds`` rounds in which every entry is timed once,
         in order: a neighbour's burst or a clock change hits every contender of a round alike, so
         the per-round ratio to the group's base cancels it. Every sample is kept (``samples_s``, one
         per round); ``meta`` gets ``round_ratios`` (entry's work rate / base's, per round), their
         median ``ratio`` and the ``base`` label. A wrong or failing entry gets a failed record (no
-        figure) and the others go on; a group whose base failed has no ratios."""
+        figure) and the others go on; a group whose base failed has no ratios.
+
+        Entries of other families ride in the same rounds in their own ``group`` (the FMA peak, a
+        stream roof over the same bytes): their figures share the rounds' load, their ratios stay
+        within their group. Where the backend has a clock probe (and ``Settings.probe_clock``), the
+        clock is probed on each thread count before every round and after the last:
+        ``meta["round_clock_ghz"]`` (per round, the per-thread GHz before it), ``clock_ghz``
+        before the first and after the last round, and a round whose probe is below CLOCK_DROP of
+        the run's best makes the record ``noisy`` with the reason. ``cpu_time``: also the calling
+        thread's CPU time of each sample of a 1-thread entry (``meta["cpu_samples_s"]``, and
+        ``cpu_ratio`` per group): on a shared VM it leaves out the time slices other processes got."""
         target = self.settings.target_s if target_s is None else target_s
         live, out = [], []
         for e in entries:
@@ -343,7 +356,7 @@ class Driver:
                 working_set_bytes=ws,
                 library=v.library,
                 number=v.number,
-                meta=_jsonable({**e.meta, "group": e.group}),
+                meta=_jsonable({**e.meta, **({"group": e.group} if e.group is not None else {})}),
             )
             out.append(rec)
             try:
@@ -365,15 +378,19 @@ class Driver:
                 live.append((rec, v, e, params, int(reps), make_call(int(reps))))
             except RooflabError as err:
                 rec.status, rec.error = "failed", str(err)
+        probes = []  # per round (and after the last): {threads: per-thread GHz}
         for _ in range(int(rounds)):
+            probes.append(self._probe_threads(live))
             for rec, _v, e, _p, _r, call in live:
                 if rec.status != "ok":
                     continue
                 try:
                     with self.backend.threads(e.threads):
-                        rec.samples_s += list(self.backend.timer(call, budget_s=0.0, min_samples=1))
+                        self._sample(rec, call, cpu_time and e.threads == 1)
                 except RooflabError as err:  # a launch that fails only now
                     rec.status, rec.error, rec.samples_s = "failed", str(err), []
+                    rec.meta.pop("cpu_samples_s", None)
+        probes.append(self._probe_threads(live))
         for rec, v, e, params, reps, _ in live:
             if rec.status != "ok":
                 continue
@@ -384,19 +401,62 @@ class Driver:
             rec.gbps = invert_stats(t, work.bytes / 1e9) if work.bytes else None
             rec.ns_per_launch = _per_launch_ns(t, work.launches)
             rec.meta["_rates"] = [_rate(work, s) for s in rec.samples_s]
+            if "cpu_samples_s" in rec.meta:
+                rec.meta["_cpu_rates"] = [_rate(work, s) for s in rec.meta["cpu_samples_s"]]
+            self._round_clocks(rec, [p.get(e.threads) for p in probes])
             if v.after_run:
                 rec.meta.update(_jsonable(v.after_run(*e.inputs) or {}))
         for group in dict.fromkeys(r.meta.get("group") for r in out):
             members = [r for r in out if r.meta.get("group") == group]
             base = next((r for r in members if r.library), members[0])
-            base_rates = base.meta.get("_rates")
-            for r in members:
-                rates = r.meta.pop("_rates", None)
-                if base_rates and rates:
-                    r.meta["round_ratios"] = [a / b for a, b in zip(rates, base_rates)]
-                    r.meta["ratio"] = float(np.median(r.meta["round_ratios"]))
-                    r.meta["base"] = base.label
+            for key, rates in (("ratio", "_rates"), ("cpu_ratio", "_cpu_rates")):
+                base_rates = base.meta.get(rates)
+                for r in members:
+                    mine = r.meta.pop(rates, None)
+                    if base_rates and mine:
+                        per_round = [a / b for a, b in zip(mine, base_rates)]
+                        r.meta[f"round_{key}s"] = per_round
+                        r.meta[key] = float(np.median(per_round))
+                        r.meta["base"] = base.label
         return out
+
+    def _probe_threads(self, live) -> dict:
+        """The clock on every thread count of the entries still timed (none: no probe)."""
+        counts = dict.fromkeys(e.threads for rec, _v, e, *_ in live if rec.status == "ok")
+        return {t: g for t in counts if (g := self.probe_clock(t))}
+
+    def _sample(self, rec: Record, call, cpu_time: bool) -> None:
+        """One timed sample of ``call`` (the backend's timer, its warm-up untimed); with
+        ``cpu_time`` the calling thread's CPU time of that sample too."""
+        if not cpu_time:
+            rec.samples_s += list(self.backend.timer(call, budget_s=0.0, min_samples=1))
+            return
+        cpu = []
+
+        def timed():
+            c0 = time.thread_time()
+            call()
+            cpu.append(time.thread_time() - c0)
+
+        seconds = list(self.backend.timer(timed, budget_s=0.0, min_samples=1))
+        rec.samples_s += seconds
+        rec.meta.setdefault("cpu_samples_s", []).extend(cpu[-len(seconds) :])
+
+    def _round_clocks(self, rec: Record, probes: list) -> None:
+        """Each round's clock probe on the record (the last one is after the last round); rounds
+        that began below CLOCK_DROP of the run's best clock make it noisy, with the reason."""
+        if not any(probes):
+            return
+        rec.meta["round_clock_ghz"] = probes[:-1]
+        best = self.best_clock.get(rec.threads)
+        rec.clock_ghz = {"before": probes[0], "after": probes[-1], "best_in_run": best}
+        low = [i for i, p in enumerate(probes) if p and best and min(p) < CLOCK_DROP * best]
+        if low:
+            rec.noisy = True
+            rec.noise_reasons.append(
+                f"clock below {CLOCK_DROP:.0%} of the run's best {best:.2f} GHz at probe(s) {low} "
+                f"(probe i: before round i; {len(probes) - 1}: after the last)"
+            )
 
     # ---- a suite -------------------------------------------------------------------------------
     def run_case(self, case: Case, inputs: tuple | None = None) -> Record:

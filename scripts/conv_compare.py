@@ -2,12 +2,16 @@
 
 What it measures, per shape: every applicable cpu.conv variant (+ "today", the model-op path of
 rooflab/models/execute.py as it was: im2col into (N, P, Q, C, R, S) + one GEMM, transposed view out),
-each verified against the float64 reference first (max|y - ref| / max|ref| reported), then timed
-interleaved: ``--runs`` rounds, each calling every variant once in a rotated order, so drift and
-neighbours hit all variants alike. Per variant: median ms (p20-p80), nominal GFLOP/s, real
-(algorithm) GFLOP/s, ratio to 00-im2col-blas. Also in the same process: the FP32 FMA peak (ERT
-kernel, 1 thread) so "% of peak" uses a measured ceiling, the stream copy bandwidth at each depthwise
-working set (its roof), and how contended the machine was (CPU steal, load average, clock probes).
+all through the one driver's interleaved rounds (rooflab.driver.Driver.interleaved): each verified
+against the float64 reference first (max|y - ref| / max|ref| reported; a wrong variant gets an
+error and no figure, and the script then exits 1), then timed once per round for ``--runs``
+rounds, so drift and neighbours hit all variants alike. Per variant: median ms (p20-p80), nominal
+GFLOP/s, real (algorithm) GFLOP/s, the median of per-round ratios to 00-im2col-blas. In the same
+rounds, each in its own group: the FP32 FMA peak (the fma family's ERT kernel, the ceilings suite's
+peak cases at --threads) so "% of peak" uses a ceiling measured under the same load, and for
+depthwise the stream copy over the same bytes (its roof). How contended the machine was: CPU steal,
+load average, the driver's clock probe before every round. At 1 thread every figure is also taken on
+the thread's CPU time (time slices other processes got are left out).
 
 Sets ``OMP_WAIT_POLICY=PASSIVE OPENBLAS_THREAD_TIMEOUT=4`` before numba/BLAS load (research
 numba-gemm-conv.md 3.1) unless the environment already sets them.
@@ -34,7 +38,6 @@ import numpy as np  # noqa: E402
 
 import rooflab  # noqa: E402
 from rooflab.families import conv as F  # noqa: E402
-from rooflab.verify import check  # noqa: E402
 
 TARGET_S = 0.02  # one sample lasts at least this (kernels repeat inside the call)
 
@@ -70,53 +73,71 @@ def today_path(x, w, s):
     return run
 
 
-def fma_peak(runs=7):
-    """FP32 FMA peak of one core: the ERT kernel on an L1-resident block, thread CPU time (a
-    neighbour taking the core away does not count), best of the suite's (K, S) settings."""
-    from rooflab.kernels.cpu import ert
+def today_variant(x, w, s, reference):
+    """The path above as a variant of this shape's operands, so the driver verifies and times it."""
+    from rooflab.registry import Variant
 
+    run = today_path(x, w, s)
+    return Variant(
+        name="cpu.conv.today-execute",
+        family=F.FAMILY,
+        device="cpu",
+        description="rooflab/models/execute.py's conv as it was: im2col copy + one GEMM, transposed view",
+        kernel=lambda x, w, reps=1, threads=None, **_: run(reps),
+        reference=reference,
+        work=F.work_for("im2col"),
+        inputs=F.make_inputs,
+        result_dtype=lambda x, w, **_: F.result_key(x.dtype),
+    )
+
+
+def shared_reference():
+    """One float64 reference per operands and parameters, shared by every variant of a shape (the
+    driver asks each entry's variant for it; a ResNet layer's costs ~1 s)."""
+    memo = {}
+
+    def reference(x, w, **params):
+        key = (id(x), id(w), repr(sorted(params.items())))
+        if key not in memo:
+            memo.clear()
+            memo[key] = F.reference(x, w, **params)
+        return memo[key]
+
+    return reference
+
+
+def peak_entries(threads):
+    """The ceilings suite's FP32 FMA peak cases (ERT on an L1-resident block per thread, each
+    (K, S) it tries) as driver entries of the group "peak"."""
     from rooflab.cpu.machine import read_caches
-    from rooflab.suite_ceilings import PEAK_CONFIGS
+    from rooflab.driver import Driver, Entry
+    from rooflab.suite_ceilings import PEAK_CONFIGS, peak_case
 
     l1 = next((c["size_bytes"] for c in read_caches() if c.get("level") == 1 and c.get("type") != "Instruction"), 32768)
-    v = rooflab.get_variant("cpu.ert.fma")
-    best = 0.0
-    for K, S in PEAK_CONFIGS:
-        block = ert.block_elements(l1, 4, S)
-        (a,) = v.inputs(block, np.float32, seed=1)
-        params = {"K": K, "S": S, "block": block}
-        v(a, reps=2, threads=1, **params)
-        passes = max(1, int(0.02 * 112e9 / (2 * K * block)))
-        for _ in range(runs):
-            c0 = time.thread_time()
-            v(a, reps=passes, threads=1, **params)
-            best = max(best, 2.0 * K * passes * block / (time.thread_time() - c0) / 1e9)
-    return best
+    cases = [peak_case("float32", threads, l1, K, S) for K, S in PEAK_CONFIGS]
+    return [Entry(c.variant, Driver.inputs(c), c.params, c.verify_params, c.label, "peak", threads) for c in cases]
 
 
-def copy_entry(nbytes):
-    """cpu.stream.copy over a working set of nbytes (src + dst), timed in the same rotation as the
+def copy_entry(nbytes, threads):
+    """cpu.stream.copy over a working set of nbytes (src + dst), timed in the same rounds as the
     conv variants: the bandwidth roof of the level that working set lives in, under the same load."""
-    from rooflab.work import Work
+    from rooflab.driver import Entry
 
     v = rooflab.get_variant("cpu.stream.copy")
-    dst, src = v.inputs(max(1024, nbytes // 8), np.float32)
-    return {
-        "name": "stream-copy (roof)",
-        "call": lambda r: v(dst, src, reps=r),
-        "err": 0.0,
-        "work": Work(0.0, float(src.nbytes), float(dst.nbytes)),
-    }
+    return Entry(v, v.inputs(max(1024, nbytes // 8), np.float32), label="stream-copy (roof)", group="roof",
+                 threads=threads)  # fmt: skip
 
 
-def _bind(v, x, w, params):
-    return lambda r: v(x, w, reps=r, **params)
+def per_call(rec, key):
+    """Seconds per kernel call of each round (a sample repeats the kernel ``reps`` times)."""
+    xs = rec.samples_s if key == "wall" else rec.meta.get("cpu_samples_s")
+    return np.asarray(xs) / rec.reps if xs else None
 
 
-def _once(f):
-    t0 = time.perf_counter()
-    f()
-    return time.perf_counter() - t0
+def rate(rec, amount):
+    """``amount`` per second on the record's CPU time where the driver took it, else wall time."""
+    t = per_call(rec, "cpu")
+    return amount / float(np.median(t if t is not None else per_call(rec, "wall")))
 
 
 def shapes_for(which, batch):
@@ -131,6 +152,99 @@ def shapes_for(which, batch):
     raise SystemExit(f"unknown set {which!r}")
 
 
+def shape_entries(s, variants, threads, today, layout, depthwise):
+    """The driver entries of one shape: the applicable conv variants (+ today) on shared operands
+    in the group "conv", the FMA peak, and for depthwise the copy roof over the same bytes."""
+    from dataclasses import replace
+
+    from rooflab.driver import Entry
+
+    params = F.params_for(s)
+    x, w = F.make_inputs(s, np.float32)
+    ref = shared_reference()
+    conv = [replace(v, reference=ref) for v in variants if not v.kernel.supports(s)]
+    if today and s["groups"] == 1 and layout == "NCHW":
+        conv.append(today_variant(x, w, s, ref))
+    entries = [Entry(v, (x, w), params, label=v.name.split(".")[-1], group="conv", threads=threads) for v in conv]
+    entries += peak_entries(threads)
+    if depthwise:
+        rd, wr = F.min_bytes(s, 4)
+        entries.append(copy_entry(int(rd + wr), threads))
+    works = {e.label: e.variant.work(x, w, **params) for e in entries[: len(conv)]}
+    return entries, works, lambda: float(np.abs(ref(x, w, **params)).max())
+
+
+def report_shape(s, recs, works, scale, depthwise, say):
+    """One shape's rows (printed and returned): every conv record's figures, or its error."""
+    rd, wr = F.min_bytes(s, 4)
+    peaks = [rate(r, r.work["flops"] / r.reps) for r in recs if r.meta["group"] == "peak" and r.status == "ok"]
+    peak = max(peaks, default=float("nan"))  # every peak entry failed: no "% of peak"
+    row = {"shape": s.get("name"), "params": F.params_for(s), "nominal_gflop": F.nominal_flops(s) / 1e9}
+    row.update(peak_gflops=peak / 1e9, variants=[])
+    say(
+        f"\n{s.get('name')}  ({row['nominal_gflop']:.3f} GFLOP nominal, {(rd + wr) / 1e6:.2f} MB compulsory; "
+        f"FP32 FMA peak in the same rounds {row['peak_gflops']:.1f} GFLOP/s)"
+    )
+    roof = next((r for r in recs if r.meta["group"] == "roof"), None)
+    if roof is not None and roof.status == "ok":
+        row["copy_gbps"] = rate(roof, roof.work["bytes"] / roof.reps) / 1e9
+        say(f"  roof: stream copy over the same {(rd + wr) / 1e6:.2f} MB, interleaved: {row['copy_gbps']:.1f} GB/s")
+    for r in recs:
+        if r.meta["group"] != "conv" or r.status != "ok":
+            if r.status != "ok":
+                row["variants"].append({"variant": r.label, "error": r.error})
+                say(f"  {r.label:22s} FAILED: {r.error}")
+            continue
+        work, t, cpu_t = works[r.label], per_call(r, "wall"), per_call(r, "cpu")
+        med = float(np.median(t))
+        d = {
+            "variant": r.label,
+            "ms": med * 1e3,
+            "p20_ms": float(np.percentile(t, 20)) * 1e3,
+            "p80_ms": float(np.percentile(t, 80)) * 1e3,
+            "gflops_nominal": work.flops / med / 1e9,
+            "gflops_real": getattr(work, "algorithm_flops", work.flops) / med / 1e9,
+            "gbps": work.bytes / med / 1e9,
+            "rel_err": r.verification["max_abs_err"] / scale,
+            "vs_im2col_blas": r.meta.get("ratio"),  # median of per-round ratios to variant 0
+            "round_ratios": r.meta.get("round_ratios"),
+            "reps": r.reps,
+            "samples": len(t),
+            "noisy": r.noisy,
+        }
+        line = f"x{(d['vs_im2col_blas'] or float('nan')):5.2f}"
+        cpu = float(np.median(cpu_t)) if cpu_t is not None else None
+        if cpu:
+            d.update(
+                cpu_ms=cpu * 1e3, core_share=float(np.median(cpu_t / t)), vs_im2col_blas_cpu=r.meta.get("cpu_ratio")
+            )
+            d["gflops_nominal_cpu"] = work.flops / cpu / 1e9
+            line += (
+                f" | cpu {d['cpu_ms']:8.3f} ms x{(d['vs_im2col_blas_cpu'] or float('nan')):5.2f} "
+                f"{d['gflops_nominal_cpu']:6.1f} GF/s ({d['gflops_nominal_cpu'] / row['peak_gflops']:4.0%} pk) "
+                f"real {getattr(work, 'algorithm_flops', 0) / cpu / 1e9:5.1f} | core {d['core_share']:4.0%}"
+            )
+        else:
+            line += f" {d['gflops_nominal']:6.1f} GF/s ({d['gflops_nominal'] / row['peak_gflops']:4.0%} pk)"
+        extra = f"  {d['gbps']:6.1f} GB/s" if depthwise else ""
+        if depthwise and row.get("copy_gbps") and work.flops:
+            # attainable on the roofline: the slower of the FMA peak and the copy roof
+            t_run = cpu or med
+            t_att = max(work.flops / peak, work.bytes / (row["copy_gbps"] * 1e9))
+            d["gbps_cpu"] = work.bytes / t_run / 1e9
+            d["x_of_attainable"] = t_run / t_att
+            extra = (
+                f"  {d['gbps_cpu']:6.1f} GB/s ({d['gbps_cpu'] / row['copy_gbps']:.0%} of copy), "
+                f"{d['x_of_attainable']:.1f}x the attainable {t_att * 1e6:.1f} us"
+            )
+        row["variants"].append(d)
+        say(
+            f"  {r.label:22s} wall {d['ms']:8.3f} ms [{d['p20_ms']:.3f}-{d['p80_ms']:.3f}] {line} "
+            f"| err {d['rel_err']:.1e}{' noisy' if r.noisy else ''}{extra}"
+        )
+    return row
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("set", choices=["resnet", "resnet-all", "depthwise", "sweep"])
@@ -141,6 +255,7 @@ def main(argv=None):
     ap.add_argument("--no-today", action="store_true")
     ap.add_argument("--layout", default="NCHW", choices=["NCHW", "NHWC"])
     ap.add_argument("--json", default=None)
+    ap.add_argument("--target", type=float, default=TARGET_S, help=f"seconds per sample (default {TARGET_S})")
     args = ap.parse_args(argv)
     batch = args.batch or (8 if args.set.startswith("resnet") else 1)
 
@@ -148,124 +263,28 @@ def main(argv=None):
     from threadpoolctl import threadpool_limits
 
     from rooflab.cpu.backend import cpu_backend
-    from rooflab.driver import Driver
+    from rooflab.driver import Driver, Settings
 
     numba.set_num_threads(args.threads)
     limits = threadpool_limits(limits=args.threads, user_api="blas")
-    runner = Driver(cpu_backend())
+    driver = Driver(cpu_backend(), Settings(target_s=args.target))
     stat0, load0, t_start = cpu_times(), os.getloadavg(), time.time()
-    peak = fma_peak()
-    print(f"FP32 FMA peak (ERT, 1 core, thread CPU time): {peak:.1f} GFLOP/s; 60 % = {0.6 * peak:.1f}", flush=True)
 
     want = {int(v) for v in args.variants.split(",") if v.strip()}
     variants = [
         v for v in rooflab.list_variants(family="conv", device="cpu") if not want or v.number in want or v.number == 0
     ]
-    results = {"set": args.set, "batch": batch, "threads": args.threads, "runs": args.runs, "peak_gflops": peak}
-    results["shapes"] = []
-    clocks = []
+    results = {"set": args.set, "batch": batch, "threads": args.threads, "runs": args.runs, "shapes": []}
+    clocks, failed = [], 0
     for s in shapes_for(args.set, batch):
         s = dict(s, layout=args.layout)
-        params = F.params_for(s)
-        x, w = F.make_inputs(s, np.float32)
-        ref = F.reference(x, w, **params)
-        scale = float(np.abs(ref).max())
-        entries = []
-        for v in variants:
-            if v.kernel.supports(s):
-                continue
-            try:
-                y = v(x, w, **params)
-                rep = check(y, ref, dtype=v.result_dtype(x, w, **params), what=v.name)
-            except rooflab.RooflabError as e:
-                print(f"  {v.name}: skipped ({e})", flush=True)
-                continue
-            work = v.work(x, w, **params)
-            call = _bind(v, x, w, params)
-            entries.append(
-                {"name": v.name.split(".")[-1], "call": call, "err": rep["max_abs_err"] / scale, "work": work}
-            )
-        if not args.no_today and s["groups"] == 1 and args.layout == "NCHW":
-            run = today_path(x, w, s)
-            y = run()
-            rep = check(y, ref, dtype=F.result_key(x.dtype), what="today")
-            entries.append(
-                {
-                    "name": "today-execute",
-                    "call": run,
-                    "err": rep["max_abs_err"] / scale,
-                    "work": F.work_for("im2col")(x, w, **params),
-                }
-            )
-        rd, wr = F.min_bytes(s, 4)
-        if args.set == "depthwise":
-            entries.append(copy_entry(int(rd + wr)))
-        for e in entries:  # warm (compile, workspaces), then reps so a sample lasts TARGET_S
-            e["call"](1)
-            e["reps"] = max(1, int(TARGET_S / max(1e-6, _once(lambda e=e: e["call"](1)))))
-            e["t"], e["cpu"] = [], []
-        c_before = runner.probe_clock(args.threads)
-        for r in range(args.runs):
-            order = entries[r % len(entries) :] + entries[: r % len(entries)]
-            for e in order:
-                t0, c0 = time.perf_counter(), time.thread_time()
-                e["call"](e["reps"])
-                e["cpu"].append((time.thread_time() - c0) / e["reps"])
-                e["t"].append((time.perf_counter() - t0) / e["reps"])
-        c_after = runner.probe_clock(args.threads)
-        clocks += [c_before[0], c_after[0]] if c_before else []
-        base = next((e for e in entries if e["name"] == "00-im2col-blas"), None)
-        tb = float(np.median(base["t"])) if base else None
-        cb = float(np.median(base["cpu"])) if base else None
-        row = {"shape": s.get("name"), "params": params, "nominal_gflop": F.nominal_flops(s) / 1e9, "variants": []}
-        print(f"\n{s.get('name')}  ({row['nominal_gflop']:.3f} GFLOP nominal, {(rd + wr) / 1e6:.2f} MB compulsory)")
-        if args.set == "depthwise":
-            roof = next(e for e in entries if e["name"].startswith("stream-copy"))
-            row["copy_gbps"] = roof["work"].bytes / float(np.median(roof["cpu"])) / 1e9
-            print(
-                f"  roof: stream copy over the same {(rd + wr) / 1e6:.2f} MB, interleaved: {row['copy_gbps']:.1f} GB/s"
-            )
-        for e in entries:
-            t = np.asarray(e["t"])
-            med = float(np.median(t))
-            cpu = float(np.median(e["cpu"]))
-            d = {
-                "cpu_ms": cpu * 1e3,
-                "core_share": float(np.median(np.asarray(e["cpu"]) / t)),
-                "vs_im2col_blas_cpu": (cb / cpu) if cb else None,
-                "gflops_nominal_cpu": e["work"].flops / cpu / 1e9,
-                "variant": e["name"],
-                "ms": med * 1e3,
-                "p20_ms": float(np.percentile(t, 20)) * 1e3,
-                "p80_ms": float(np.percentile(t, 80)) * 1e3,
-                "gflops_nominal": e["work"].flops / med / 1e9,
-                "gflops_real": getattr(e["work"], "algorithm_flops", e["work"].flops) / med / 1e9,
-                "gbps": e["work"].bytes / med / 1e9,
-                "rel_err": e["err"],
-                "vs_im2col_blas": (tb / med) if tb else None,
-                "reps": e["reps"],
-                "samples": len(t),
-            }
-            row["variants"].append(d)
-            extra = f"  {d['gbps']:6.1f} GB/s" if args.set == "depthwise" else ""
-            if args.set == "depthwise" and row.get("copy_gbps") and e["work"].flops:
-                # attainable on the roofline: the slower of the FMA peak and the copy roof
-                t_att = max(e["work"].flops / (peak * 1e9), e["work"].bytes / (row["copy_gbps"] * 1e9))
-                d["gbps_cpu"] = e["work"].bytes / cpu / 1e9
-                d["x_of_attainable"] = cpu / t_att
-                extra = (
-                    f"  {d['gbps_cpu']:6.1f} GB/s ({d['gbps_cpu'] / row['copy_gbps']:.0%} of copy), "
-                    f"{d['x_of_attainable']:.1f}x the attainable {t_att * 1e6:.1f} us"
-                )
-            print(
-                f"  {e['name']:22s} wall {d['ms']:8.3f} ms [{d['p20_ms']:.3f}-{d['p80_ms']:.3f}] "
-                f"x{(d['vs_im2col_blas'] or float('nan')):5.2f} | cpu {d['cpu_ms']:8.3f} ms "
-                f"x{(d['vs_im2col_blas_cpu'] or float('nan')):5.2f} {d['gflops_nominal_cpu']:6.1f} GF/s "
-                f"({d['gflops_nominal_cpu'] / peak:4.0%} pk) real {getattr(e['work'], 'algorithm_flops', 0) / cpu / 1e9:5.1f} "
-                f"| core {d['core_share']:4.0%} | err {d['rel_err']:.1e}{extra}",
-                flush=True,
-            )
-        results["shapes"].append(row)
+        depthwise = args.set == "depthwise"
+        entries, works, scale = shape_entries(s, variants, args.threads, not args.no_today, args.layout, depthwise)
+        recs = driver.interleaved(entries, rounds=args.runs, cpu_time=args.threads == 1)
+        clocks += [g for r in recs for p in r.meta.get("round_clock_ghz", []) if p for g in p]
+        failed += sum(r.status != "ok" for r in recs)
+        results["shapes"].append(report_shape(s, recs, works, scale(), depthwise, lambda t: print(t, flush=True)))
+    results["peak_gflops"] = float(np.median([row["peak_gflops"] for row in results["shapes"]]))
     stat1, load1 = cpu_times(), os.getloadavg()
     steal, busy = steal_fraction(stat0, stat1)
     results["contention"] = {
@@ -281,7 +300,8 @@ def main(argv=None):
     c = results["contention"]
     print(
         f"\ncontention: steal {steal:.1%}, all-CPU busy {busy:.0%} of {c['ncpus']} CPUs over {c['seconds']:.0f} s, "
-        f"load {load0[0]:.2f} -> {load1[0]:.2f}, clock probes {c['clock_ghz_min'] or 0:.2f}-{c['clock_ghz_max'] or 0:.2f} GHz"
+        f"load {load0[0]:.2f} -> {load1[0]:.2f}, clock probes (before every round) "
+        f"{c['clock_ghz_min'] or 0:.2f}-{c['clock_ghz_max'] or 0:.2f} GHz"
     )
     print(
         f"env: OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')} OPENBLAS_THREAD_TIMEOUT="
@@ -292,7 +312,9 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1, default=float)
-    return 0
+    if failed:
+        print(f"conv_compare: {failed} entries failed verification or timing (no figure for them)", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

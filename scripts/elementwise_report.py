@@ -16,9 +16,12 @@ come and go: only ratios within a round are trusted; the figure is the median ov
   tiny     N tiny ops op by op vs fused, N = 1..16, with the latency family's dispatch variants
   chase    pointer chase 8 KiB .. 4x LLC -> ns and cycles per load, latency ceilings per level
 
-Each member is verified once (runner.measure), then re-timed with the same repetition count in
-later rounds, each time between two clock probes; the clock probes and /proc/loadavg say how
-contended the machine was. Writes results/<machine-id>/elementwise-report-<UTC time>.json.
+Each set goes through the one driver's interleaved rounds (rooflab.driver.Driver.interleaved):
+every member verified first (a wrong one gets an error, never a figure), then timed once per round
+with the same repetition count (one sample of ``--budget`` seconds), the clock probed before each
+round; 1-thread members also on the thread's CPU time. The clock probes and /proc/loadavg say how
+contended the machine was. Writes results/<machine-id>/elementwise-report-<UTC time>.json; exits 1
+when a member failed.
 """
 
 from __future__ import annotations
@@ -33,16 +36,15 @@ from statistics import median
 
 import numpy as np
 
-import rooflab
 from rooflab import machine
 from rooflab.cpu import machine as cpu_machine
 from rooflab.cpu.backend import cpu_backend
-from rooflab.driver import Driver, Settings
+from rooflab.driver import Driver, Entry, Settings
 from rooflab.families import chase as CH
 from rooflab.families import elementwise as EW
 from rooflab.memory import fmt_bytes
 from rooflab.results import atomic_write_json, utc_now
-from rooflab.threads import max_threads, use_threads
+from rooflab.threads import max_threads
 
 
 def loadavg() -> float | None:
@@ -86,102 +88,33 @@ def comparison_sets(quick: bool, threads: list[int], only: set[str], dtypes: set
     return sets
 
 
-def build(case):
-    v = rooflab.get_variant(case.variant)
-    if case.variant == "cpu.latency.fork_join":
-        return v, (np.zeros(case.threads),)
-    if case.variant.startswith("cpu.latency."):
-        return v, v.inputs(case.size or 8, np.dtype(case.dtype)) if case.variant.endswith("ufunc") else ()
-    if case.variant.startswith("cpu.chase."):
-        return v, v.inputs(case.size)
-    return v, v.inputs(case.size, np.dtype(case.dtype))
-
-
-def run_set(runner: Driver, members, rounds: int, budget: float, log) -> list[dict]:
-    """Verify and time each member once, then re-time all of them ``rounds - 1`` more times,
-    alternating; returns one record per member with per-round medians."""
-    built = [build(c) for c in members]
-    recs, calls = [], []
-    for c, (v, ins) in zip(members, built):
-        timing = dict(c.timing)
-        rec = runner.measure(
-            v,
-            ins,
-            threads=c.threads,
-            params=c.params,
-            label=c.label,
-            meta=c.meta,
-            budget_s=budget,
-            cv_limit=timing.get("cv_limit"),
-            target_s=timing.get("target_s"),
-            max_attempts=1,
-        ).as_dict()  # a plain dict: per-round figures are added below
-        recs.append(rec)
-        if rec["status"] != "ok":
-            log(f"  FAILED {c.label}: {rec['error']}")
-            calls.append(None)
-            continue
-        params = v.params(**c.params)
-        calls.append(lambda v=v, ins=ins, r=rec["reps"], t=c.threads, p=params: v.kernel(*ins, reps=r, threads=t, **p))
-        rec["rounds_s"] = [rec["time_s"]["median"]]
-        rec["round_clock_ghz"] = [rec["clock_ghz"]["before"]]
-    for _ in range(rounds - 1):
-        for c, rec, call in zip(members, recs, calls):
-            if call is None:
-                continue
-            with use_threads(c.threads):
-                before = runner.probe_clock(c.threads)
-                wall, cpu = sample(call, budget)
-            rec["rounds_s"].append(median(wall))
-            rec["round_clock_ghz"].append(before)
-            if c.threads == 1:  # one thread: its CPU time leaves out the time slices other processes got
-                rec.setdefault("rounds_cpu_s", []).append(median(cpu))
-                rec.setdefault("round_cpu_clock_ghz", []).append(cpu_clock_ghz())
+def run_set(driver: Driver, members, rounds: int, budget: float, log) -> list[dict]:
+    """One comparison set through the driver's interleaved rounds: every member verified, then timed
+    once per round (one sample of ``budget`` seconds); returns one record per member with every
+    round's sample (``samples_s``; ``cpu_samples_s`` at 1 thread) and the clock before it."""
+    entries = [
+        Entry(c.variant, Driver.inputs(c), c.params, c.verify_params, c.label, threads=c.threads, meta=c.meta)
+        for c in members
+    ]
+    recs = [r.as_dict() for r in driver.interleaved(entries, rounds=rounds, target_s=budget, cpu_time=True)]
     for rec in recs:
-        if rec.get("rounds_s"):
-            rec["round_cv"] = float(np.std(rec["rounds_s"]) / np.mean(rec["rounds_s"]))
+        if rec["status"] != "ok":
+            log(f"  FAILED {rec['label']}: {rec['error']}")
+        else:
+            rec["round_cv"] = float(np.std(rec["samples_s"]) / np.mean(rec["samples_s"]))
     return recs
 
 
-def cpu_clock_ghz(seconds: float = 0.005) -> float | None:
-    """The running clock from the dependent-add chain, on this thread's CPU time (so time slices
-    given to other processes do not lower it, as they lower the wall-clock probe)."""
-    from rooflab.kernels.cpu import clock
-
-    if not clock.SUPPORTED:
-        return None
-    blocks = int(seconds * 3.5e9 / clock.ADDS_PER_BLOCK)
-    clock.add_chain(1000, 0)
-    c0 = time.thread_time_ns()
-    clock.add_chain(blocks, 0)
-    dt = (time.thread_time_ns() - c0) * 1e-9
-    return blocks * clock.ADDS_PER_BLOCK / dt / 1e9 if dt > 0 else None
-
-
-def sample(call, budget: float, min_samples: int = 5):
-    """Wall-clock and thread CPU time of each call, until ``budget`` s and ``min_samples`` calls."""
-    call()
-    wall, cpu = [], []
-    deadline = time.perf_counter() + budget
-    while len(wall) < min_samples or time.perf_counter() < deadline:
-        c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
-        call()
-        w1, c1 = time.perf_counter_ns(), time.thread_time_ns()
-        wall.append((w1 - w0) * 1e-9)
-        cpu.append((c1 - c0) * 1e-9)
-    return wall, cpu
-
-
-def per_round(recs: list[dict], i: int, key: str = "rounds_s") -> list[dict]:
-    """The records as if round ``i`` were the only one (time and GB/s of that round)."""
+def per_round(recs: list[dict], i: int, key: str = "samples_s") -> list[dict]:
+    """The records as if round ``i`` were the only one (time, GB/s and clock of that round)."""
     out = []
     for r in recs:
         if not r.get(key) or i >= len(r[key]):
             continue
         t = r[key][i]
         q = dict(r, time_s={**r["time_s"], "median": t})
-        if key == "rounds_cpu_s" and r.get("round_cpu_clock_ghz"):
-            q["clock_ghz"] = {"before": [r["round_cpu_clock_ghz"][i]], "after": []}
+        if r.get("round_clock_ghz"):
+            q["clock_ghz"] = {"before": r["round_clock_ghz"][i], "after": []}
         if r.get("gbps"):
             q["gbps"] = {**r["gbps"], "median": r["work"]["bytes"] / t / 1e9}
         out.append(q)
@@ -193,7 +126,7 @@ def med_spread(values):
     return median(v), v[0], v[-1]
 
 
-def report_ew(recs, rounds, say, key="rounds_s"):
+def report_ew(recs, rounds, say, key="samples_s"):
     sums = [EW.summarize(per_round(recs, i, key)) for i in range(rounds)]
     say("\n== elementwise at DRAM size: GB/s over the STREAM kernel with the same mix (target >= 85 %) ==")
     rows = defaultdict(list)
@@ -254,7 +187,7 @@ def report_ew(recs, rounds, say, key="rounds_s"):
     return sums
 
 
-def report_chase(recs, rounds, caches, say, key="rounds_s"):
+def report_chase(recs, rounds, caches, say, key="samples_s"):
     say("\n== memory latency (pointer chase, 1 thread): ns and cycles per load ==")
     by = defaultdict(list)
     for i in range(rounds):
@@ -293,14 +226,14 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", default=None, help="comma-separated thread counts (default 1 and all cores)")
     ap.add_argument("--only", default="ops,chains,layouts,tiny,chase")
     ap.add_argument("--dtypes", default=None, help="comma-separated: float32,float64 (default: the suite's)")
-    ap.add_argument("--budget", type=float, default=0.25, help="seconds of samples per member per round")
+    ap.add_argument("--budget", type=float, default=0.25, help="seconds of one sample per member per round")
     ap.add_argument("--out", default="results")
     args = ap.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")] if args.threads else sorted({1, max_threads()})
     only = set(args.only.split(","))
     desc = machine.describe()
     caches = desc["cpu"]["caches"]
-    runner = Driver(cpu_backend(), Settings(budget_s=args.budget, min_samples=5, max_attempts=1))
+    driver = Driver(cpu_backend(), Settings(target_s=args.budget))
     lines: list[str] = []
 
     def say(text=""):
@@ -318,26 +251,25 @@ def main(argv=None) -> int:
         args.quick, threads, only, set(args.dtypes.split(",")) if args.dtypes else None
     ).items():
         say(f"set {' '.join(map(str, key))}: {len(members)} members, load {loadavg()}")
-        all_recs[key] = run_set(runner, members, args.rounds, args.budget, say)
+        all_recs[key] = run_set(driver, members, args.rounds, args.budget, say)
     ew = [r for k, rs in all_recs.items() if k[0] != "chase" for r in rs]
     ch = [r for k, rs in all_recs.items() if k[0] == "chase" for r in rs]
     say("\n######## wall-clock time (what a user waits) ########")
     sums = report_ew(ew, args.rounds, say) if ew else []
     ceilings = report_chase(ch, args.rounds, caches, say) if ch else []
-    if any(r.get("rounds_cpu_s") for r in ew + ch):
-        say(
-            "\n######## 1-thread cases on thread CPU time (rounds 2.., without the time slices of other processes) ########"
-        )
+    if any(r.get("cpu_samples_s") for r in ew + ch):
+        say("\n######## 1-thread cases on thread CPU time (without the time slices of other processes) ########")
         if ew:
-            report_ew([r for r in ew if r.get("rounds_cpu_s")], args.rounds - 1, say, key="rounds_cpu_s")
+            report_ew([r for r in ew if r.get("cpu_samples_s")], args.rounds, say, key="cpu_samples_s")
         if ch:
-            report_chase(ch, args.rounds - 1, caches, say, key="rounds_cpu_s")
-    clocks = [g for r in ew + ch for gs in r.get("round_clock_ghz", []) if gs for g in gs]
+            report_chase(ch, args.rounds, caches, say, key="cpu_samples_s")
+    probes = [{r["threads"]: r["round_clock_ghz"] for r in rs if r.get("round_clock_ghz")} for rs in all_recs.values()]
+    clocks = [g for per_set in probes for rounds in per_set.values() for gs in rounds if gs for g in gs]
     say("\n== contention ==")
     if clocks:
         best = max(clocks)
         say(
-            f"  clock probe before each timing: median {median(clocks):.2f} GHz, min {min(clocks):.2f}, best {best:.2f}; "
+            f"  clock probe before each round: median {median(clocks):.2f} GHz, min {min(clocks):.2f}, best {best:.2f}; "
             f"{sum(c < 0.85 * best for c in clocks)} of {len(clocks)} probes below 85 % of the best"
         )
     say(f"  load average {load0} at the start, {loadavg()} at the end, {time.time() - t0:.0f} s in all")
@@ -356,7 +288,10 @@ def main(argv=None) -> int:
         },
     )
     print(f"written: {path}")
-    return 0
+    failed = [r["label"] for rs in all_recs.values() for r in rs if r["status"] != "ok"]
+    if failed:
+        print(f"elementwise_report: {len(failed)} member(s) failed (no figure): {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

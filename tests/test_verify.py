@@ -140,3 +140,75 @@ def test_interleaved_rounds_keep_every_sample_and_ratio_per_round():
         assert len(r.meta["round_ratios"]) == 4 and r.meta["base"] == "copy"
     assert ok["copy"].meta["ratio"] == 1.0
     assert ok["triad"].meta["ratio"] > 0
+
+
+def test_interleaved_carries_other_families_in_their_groups_with_per_round_clocks():
+    """The FMA peak (fma family's ERT kernel) and a stream roof ride in the same rounds as the
+    compared entries, each in its own group (ratios stay within groups); the backend's clock is
+    probed before every round and after the last, and a round that began below CLOCK_DROP of the
+    best clock makes the records noisy with the reason (issue 26: scripts' own loops go)."""
+    from dataclasses import replace
+
+    from rooflab import get_variant
+    from rooflab.driver import CLOCK_DROP, Entry
+    from rooflab.suite_ceilings import peak_case
+
+    calls = []
+
+    def clock(threads):  # a fake probe: the third probe finds the core taken by a neighbour
+        calls.append(threads)
+        return [3.0 * (CLOCK_DROP - 0.2 if len(calls) == 3 else 1.0)] * threads
+
+    d = Driver(replace(cpu_backend(), clock=clock), Settings(target_s=0.001))
+    copy, triad = get_variant("cpu.stream.copy"), get_variant("cpu.stream.triad")
+    peak = peak_case("float64", 1, 32 << 10, 32, 8)
+    n = 1 << 12
+    entries = [
+        Entry(copy, copy.inputs(n, np.float64), label="copy", group="op", meta={"role": "roof"}),
+        Entry(triad, triad.inputs(n, np.float64), label="triad", group="op"),
+        Entry(
+            peak.variant,
+            Driver.inputs(peak),
+            params=peak.params,
+            verify_params=peak.verify_params,
+            label="peak",
+            group="peak",
+        ),  # fmt: skip
+        Entry(copy, copy.inputs(n, np.float64), label="no group", meta={"group": "from the case"}),
+    ]
+    recs = {r.label: r for r in d.interleaved(entries, rounds=3)}
+    assert all(r.status == "ok" and r.verified for r in recs.values())
+    assert recs["peak"].family == "ert" and recs["peak"].gflops["median"] > 0
+    assert recs["peak"].meta["base"] == "peak" and recs["peak"].meta["ratio"] == 1.0
+    assert recs["triad"].meta["base"] == "copy" and recs["copy"].meta["role"] == "roof"
+    assert recs["no group"].meta["group"] == "from the case"  # an entry without a group keeps its meta's
+    assert calls == [1] * 4  # one probe per thread count before each of 3 rounds, one after the last
+    for r in recs.values():
+        assert len(r.meta["round_clock_ghz"]) == 3 and r.clock_ghz["after"] == [3.0]
+        assert r.noisy and "before round i" in r.noise_reasons[0] and "[2]" in r.noise_reasons[0]
+
+
+def test_interleaved_cpu_time_per_sample_for_one_thread_entries_only():
+    """``cpu_time``: the calling thread's CPU time of each 1-thread sample beside its wall time and
+    a per-group ``cpu_ratio``; a 2-thread entry (its CPU time is spread over threads) gets none;
+    without a clock probe no clock fields."""
+    from rooflab import get_variant
+    from rooflab.driver import Entry
+
+    copy = get_variant("cpu.stream.copy")
+    d = Driver(cpu_backend(probe=False), Settings(target_s=0.002))
+    n = 1 << 14
+    entries = [
+        Entry(copy, copy.inputs(n, np.float64), label="a", group="g"),
+        Entry(copy, copy.inputs(2 * n, np.float64), label="b", group="g"),
+        Entry(copy, copy.inputs(n, np.float64, threads=2), label="2T", group="t", threads=2),
+    ]
+    recs = {r.label: r for r in d.interleaved(entries, rounds=4, cpu_time=True)}
+    for label in ("a", "b"):
+        cpu, wall = recs[label].meta["cpu_samples_s"], recs[label].samples_s
+        assert len(cpu) == 4 and all(0 < c <= w * 1.05 + 1e-4 for c, w in zip(cpu, wall))
+        assert len(recs[label].meta["round_cpu_ratios"]) == 4
+    assert recs["a"].meta["cpu_ratio"] == 1.0 and recs["b"].meta["cpu_ratio"] > 0
+    assert "cpu_samples_s" not in recs["2T"].meta and "cpu_ratio" not in recs["2T"].meta
+    assert "round_clock_ghz" not in recs["a"].meta and recs["a"].clock_ghz is None
+    assert "cpu_samples_s" not in d.interleaved(entries[:1], rounds=2)[0].meta  # off by default
