@@ -20,14 +20,21 @@ TINY = ["--quick", "--max-working-set", "256K", "--budget", "0.005"]
 
 
 @pytest.fixture(scope="session")
-def quick_result(tmp_path_factory):
-    """One tiny `rooflab run --quick` shared by the CLI, report and models tests."""
+def quick_result(tmp_path_factory, worker_id):
+    """One tiny `rooflab run --quick` shared by the CLI, report and models tests: made once per test
+    run, by the first pytest-xdist worker that asks (the others wait on a file lock and read it)."""
+    from filelock import FileLock
+
     from rooflab import cli
 
-    out = tmp_path_factory.mktemp("results")
-    rc = cli.main(["run", *TINY, "--out", str(out)])
-    assert rc == 0
-    files = sorted(out.glob("*/rooflab-ceilings-cpu-*.json"))
+    root = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    out = root / "quick-result"
+    with FileLock(str(root / "quick-result.lock")):
+        files = sorted(out.glob("*/rooflab-ceilings-cpu-*.json"))
+        if not files:
+            rc = cli.main(["run", *TINY, "--out", str(out)])
+            assert rc == 0
+            files = sorted(out.glob("*/rooflab-ceilings-cpu-*.json"))
     assert len(files) == 1
     return files[0]
 
