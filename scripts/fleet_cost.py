@@ -1,7 +1,7 @@
 """What a fleet run costs its caller, measured on a real Ray cluster of N nodes on this machine,
 and scaled to 1,000 nodes (the closing note's estimate).
 
-    python scripts/fleet_cost.py [--nodes 4] [--suite probe]
+    python scripts/fleet_cost.py [--nodes 4] [--suite probe] [--out DIR]
 
 Starts ray.cluster_utils.Cluster (a head and N-1 worker raylets, 1 CPU each), runs
 `rooflab fleet run` on it as a child process, and reports: the caller's peak RSS (the child's
@@ -26,6 +26,7 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--nodes", type=int, default=4)
     p.add_argument("--suite", default="probe")
+    p.add_argument("--out", help="keep the fleet directory here (default: a temporary folder)")
     a = p.parse_args()
     import ray
     from ray.cluster_utils import Cluster
@@ -35,7 +36,7 @@ def main() -> int:
         for _ in range(a.nodes - 1):
             c.add_node(num_cpus=1)
         c.wait_for_nodes()
-        out = Path(tempfile.mkdtemp(prefix="rooflab-fleet-cost-")) / "fleet"
+        out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="rooflab-fleet-cost-")) / "fleet"
         t0 = time.monotonic()
         cmd = [sys.executable, "-m", "rooflab", "fleet", "run", "--address", c.address, "--suite", a.suite,
                "--threads", "1", "--budget", "0.02", "-o", str(out)]  # fmt: skip
