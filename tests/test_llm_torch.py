@@ -70,6 +70,18 @@ def test_from_config_model_holds_the_counted_parameters(cfg, tmp_path):
     assert not model.training and next(model.parameters()).dtype.is_floating_point
 
 
+def test_the_checkout_kernels_folder_does_not_shadow_hub_kernels():
+    """From a source checkout (pytest puts its root on sys.path) `kernels` is rooflab's folder; the
+    `kernels` transformers imports must be the distribution's."""
+    llm_torch = _torch()
+    import sys
+    from pathlib import Path
+
+    k = sys.modules.get("kernels")
+    root = Path(llm_torch.__file__).resolve().parents[2]
+    assert k is None or root not in Path(k.__file__).resolve().parents
+
+
 def _swap_kv(cache):
     for layer in cache.layers:
         layer.keys, layer.values = layer.values, layer.keys
