@@ -45,7 +45,7 @@ def _unshadow_kernels() -> None:
         return
     root = Path(__file__).resolve().parents[2]
     spec = importlib.util.find_spec("kernels")
-    if spec is None or not spec.origin or root not in Path(spec.origin).resolve().parents:
+    if spec is None or not spec.origin or Path(spec.origin).resolve() != root / "kernels" / "__init__.py":
         return
     saved = sys.path[:]
     sys.path[:] = [p for p in saved if Path(p or ".").resolve() != root]
