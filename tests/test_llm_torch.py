@@ -82,6 +82,16 @@ def test_the_checkout_kernels_folder_does_not_shadow_hub_kernels():
     assert k is None or Path(k.__file__).resolve() != root / "kernels" / "__init__.py"
 
 
+def test_a_model_too_big_for_memory_is_refused_before_measuring(tiny, tmp_path, monkeypatch, capsys):
+    llm_torch = _torch()
+    monkeypatch.setattr(llm_torch, "available_bytes", lambda: 1 << 16)  # 64 KiB free
+    out = tmp_path / "r"
+    assert cli.main(["llm", tiny, "--prompt", "8", "--context", "16", "--runtime", "torch", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "fp32 weights are" in err and "64 KiB free" in err
+    assert not out.exists()
+
+
 def _swap_kv(cache):
     for layer in cache.layers:
         layer.keys, layer.values = layer.values, layer.keys

@@ -336,7 +336,7 @@ def cmd_llm(args) -> int:
     if runtime == "torch":
         from . import llm_torch
 
-        llm_torch.check(device)
+        llm_torch.check(arch, device)
         if args.no_measure or 1 not in inp["batches"]:
             raise RooflabError("--runtime torch compares measured predictions at batch 1",
                                "drop --no-measure, include batch 1")  # fmt: skip

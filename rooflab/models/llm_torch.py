@@ -72,18 +72,12 @@ def modules():
     return torch, transformers
 
 
-def check(device: str) -> None:
-    """Refuse early (before any measuring): no torch/transformers, or --device cuda without CUDA."""
+def check(arch: llm.Arch, device: str) -> None:
+    """Refuse early (before any measuring): no torch/transformers, --device cuda without CUDA, or
+    fp32 weights above 60 % of the free memory."""
     torch, _ = modules()
     if device == "cuda" and not torch.cuda.is_available():
         raise RooflabError("--runtime torch --device cuda: this torch build sees no CUDA device", "use --device cpu")
-
-
-def build(config: str, device: str = "cpu"):
-    """The model from ``config`` (a bundled name or a config.json), random weights, eval, fp32."""
-    torch, transformers = modules()
-    cfg, _ = llm.load_config(config)
-    arch = llm.load(config)
     need = 4 * llm.param_counts(arch)["total"]
     free = available_bytes() if device == "cpu" else torch.cuda.mem_get_info()[0]
     if free is not None and need > 0.6 * free:
@@ -91,6 +85,14 @@ def build(config: str, device: str = "cpu"):
             f"--runtime torch: {arch.name}'s fp32 weights are {fmt_bytes(need)}, {fmt_bytes(free)} free",
             "check a smaller model against torch",
         )
+
+
+def build(config: str, device: str = "cpu"):
+    """The model from ``config`` (a bundled name or a config.json), random weights, eval, fp32."""
+    torch, transformers = modules()
+    cfg, _ = llm.load_config(config)
+    arch = llm.load(config)
+    check(arch, device)
     cfg = {k: v for k, v in cfg.items() if k not in ("torch_dtype", "dtype", "_name_or_path")}
     try:
         hf = transformers.AutoConfig.for_model(**cfg)
