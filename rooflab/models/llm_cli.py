@@ -24,7 +24,8 @@ def add_parser(sub) -> None:
         "--runtime",
         default=None,
         metavar="NAME",
-        help="also export the model to ONNX (random weights), verify it and time prefill and decode (batch 1, first "
-        "context) in this runtime (onnxruntime) beside the prediction",
+        help="also build the model with random weights in this runtime (onnxruntime: exported to ONNX; torch: "
+        "transformers' from_config, no download), verify it and time prefill and decode (batch 1, first context) "
+        "beside the prediction",
     )
     p.add_argument("--no-plot", action="store_true", help="do not write charts")

@@ -167,8 +167,11 @@ def compare(config: str, rows: list[dict], threads: int, prompt: int, context: i
 
 
 def lines(c: dict) -> list[str]:
+    """The check's summary lines; a torch check (llm_torch) carries its own name and per-op key."""
+    name = c.get("check_name", "onnxruntime")
+    what = "model" if name == "torch" else "graph"
     out = [
-        f"  onnxruntime check ({c['runtime']}, {c['threads']} threads; graph verified, rel. err {c['verified_rel_err']:.1e}):"
+        f"  {name} check ({c['runtime']}, {c['threads']} threads; {what} verified, rel. err {c['verified_rel_err']:.1e}):"
     ]
     for phase in ("prefill", "decode"):
         p = c[phase]
@@ -176,10 +179,12 @@ def lines(c: dict) -> list[str]:
             f"    {phase}: measured {p['measured_s'] * 1e3:.2f} ms, predicted {p['predicted_s'] * 1e3:.2f} ms "
             f"({p['error_pct']:+.0f}%), roofs {p['roof_s'] * 1e3:.2f} ms"
         )
-        ort_top = ", ".join(f"{k} {v * 1e3:.2f}" for k, v in list(p["ort_by_op_type_s"].items())[:6])
+        theirs = p.get("runtime_by_op_type_s", p.get("ort_by_op_type_s", {}))
+        ort_top = ", ".join(f"{k} {v * 1e3:.2f}" for k, v in list(theirs.items())[:6])
+        calls = f" ({p['aten_calls']} aten calls)" if "aten_calls" in p else ""
         ours = ", ".join(
             f"{k} {v * 1e3:.2f}" for k, v in sorted(p["predicted_by_kind_s"].items(), key=lambda kv: -kv[1])[:6]
         )
-        out.append(f"      onnxruntime by node type (ms): {ort_top}")
+        out.append(f"      {c.get('by_label', 'onnxruntime by node type (ms)')}{calls}: {ort_top}")
         out.append(f"      rooflab by op kind (ms): {ours}")
     return out

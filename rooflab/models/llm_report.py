@@ -70,5 +70,7 @@ def llm_section(d: dict) -> str:
     if rt:
         from .llm_ort import lines
 
-        check = "<h3>Against onnxruntime</h3><pre>" + _esc("\n".join(lines(rt))) + "</pre>"
+        check = (
+            f"<h3>Against {_esc(rt.get('check_name', 'onnxruntime'))}</h3><pre>" + _esc("\n".join(lines(rt))) + "</pre>"
+        )
     return head + table + note + chart + check

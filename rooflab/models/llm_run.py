@@ -331,9 +331,16 @@ def cmd_llm(args) -> int:
         raise RooflabError(f"unknown device {args.device!r}", "use --device cpu or cuda")
     inp = check_inputs(arch, args)
     runtime = (args.runtime or "").lower() or None
-    if runtime not in (None, "onnxruntime", "ort"):
-        raise RooflabError(f"unknown runtime {args.runtime!r}", "use --runtime onnxruntime")
-    if runtime:
+    if runtime not in (None, "onnxruntime", "ort", "torch"):
+        raise RooflabError(f"unknown runtime {args.runtime!r}", "use --runtime onnxruntime or torch")
+    if runtime == "torch":
+        from . import llm_torch
+
+        llm_torch.check(arch, device)
+        if args.no_measure or 1 not in inp["batches"]:
+            raise RooflabError("--runtime torch compares measured predictions at batch 1",
+                               "drop --no-measure, include batch 1")  # fmt: skip
+    elif runtime:
         from . import export_llm
 
         export_llm.check(arch, 1, inp["prompt"], None)
@@ -398,11 +405,18 @@ def cmd_llm(args) -> int:
     summary["rows"] = assemble(sets, measured, roofs, desc, device, inp["dtype"])
     summary["curves"] = curves(arch, roofs, inp["dtype"], inp["batches"][0], inp["contexts"][0], inp["prompt"])
     if runtime:
-        from . import llm_ort
+        from . import llm_ort, llm_torch
 
-        print(f"onnxruntime check of {arch.name} ({roofs.threads} threads) ...", file=sys.stderr)
-        summary["runtime_check"] = llm_ort.compare(
-            args.config, summary["rows"], roofs.threads, inp["prompt"], inp["contexts"][0], runs=5 if args.quick else 10
+        print(f"{runtime} check of {arch.name} ({roofs.threads} threads) ...", file=sys.stderr)
+        rt, kw = (llm_torch, {"device": device}) if runtime == "torch" else (llm_ort, {})
+        summary["runtime_check"] = rt.compare(
+            args.config,
+            summary["rows"],
+            roofs.threads,
+            inp["prompt"],
+            inp["contexts"][0],
+            runs=5 if args.quick else 10,
+            **kw,
         )
     files = write_outputs(summary, measured, ceil, src, desc, device, out, args)
     if args.json:

@@ -1,0 +1,152 @@
+"""`rooflab llm CONFIG --runtime torch`: without torch/transformers one line and exit 2; with them
+(skipped otherwise: CI does not install the torch extra) the from_config model holds exactly the
+counted parameters, decode after prefill is verified and a cache fed wrong is caught, the decode
+step keeps its context, and (slow) the check runs end to end beside the prediction."""
+
+from __future__ import annotations
+
+import builtins
+import json
+
+import pytest
+
+from rooflab import cli
+from rooflab.errors import RooflabError
+from rooflab.models import llm
+
+TINY = {
+    "model_type": "qwen2", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128, "max_position_embeddings": 64,
+    "tie_word_embeddings": False,
+}  # fmt: skip
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(TINY))
+    return str(f)
+
+
+@pytest.mark.parametrize("missing", ["torch", "transformers"])
+def test_without_torch_the_runtime_is_one_line_and_exit_2(missing, tiny, tmp_path, monkeypatch, capsys):
+    real = builtins.__import__
+
+    def fake(name, *a, **k):
+        if name == missing or name.startswith(missing + "."):
+            raise ImportError(f"No module named {missing!r}", name=missing)
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", fake)
+    out = tmp_path / "r"
+    assert cli.main(["llm", tiny, "--prompt", "8", "--context", "16", "--runtime", "torch", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--runtime torch needs torch and transformers" in err
+    assert f"{missing} is not installed" in err and "rooflab[torch]" in err
+    assert not out.exists()
+
+
+def test_unknown_runtime_names_both(tiny, tmp_path, capsys):
+    assert cli.main(["llm", tiny, "--runtime", "tvm", "--out", str(tmp_path / "r")]) == 2
+    assert "onnxruntime or torch" in capsys.readouterr().err
+
+
+def _torch():
+    pytest.importorskip("torch", reason="the torch extra is not installed (CI does not install it)")
+    pytest.importorskip("transformers", reason="the torch extra is not installed (CI does not install it)")
+    from rooflab.models import llm_torch
+
+    llm_torch.modules()
+    return llm_torch
+
+
+@pytest.mark.parametrize("cfg", [TINY, dict(TINY, model_type="llama", tie_word_embeddings=True)])
+def test_from_config_model_holds_the_counted_parameters(cfg, tmp_path):
+    llm_torch = _torch()
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(cfg))
+    model = llm_torch.build(str(f))
+    assert sum(p.numel() for p in model.parameters()) == llm.param_counts(llm.load(str(f)))["total"]
+    assert not model.training and next(model.parameters()).dtype.is_floating_point
+
+
+def test_the_checkout_kernels_folder_does_not_shadow_hub_kernels():
+    """From a source checkout (pytest puts its root on sys.path) `kernels` is rooflab's folder; the
+    `kernels` transformers imports must be the distribution's."""
+    llm_torch = _torch()
+    import sys
+    from pathlib import Path
+
+    k = sys.modules.get("kernels")
+    root = Path(llm_torch.__file__).resolve().parents[2]
+    assert k is None or Path(k.__file__).resolve() != root / "kernels" / "__init__.py"
+
+
+def test_a_model_too_big_for_memory_is_refused_before_measuring(tiny, tmp_path, monkeypatch, capsys):
+    llm_torch = _torch()
+    monkeypatch.setattr(llm_torch, "available_bytes", lambda: 1 << 16)  # 64 KiB free
+    out = tmp_path / "r"
+    assert cli.main(["llm", tiny, "--prompt", "8", "--context", "16", "--runtime", "torch", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "fp32 weights are" in err and "64 KiB free" in err
+    assert not out.exists()
+
+
+def _swap_kv(cache):
+    for layer in cache.layers:
+        layer.keys, layer.values = layer.values, layer.keys
+
+
+def _drop_first(cache):
+    for layer in cache.layers:
+        layer.keys, layer.values = layer.keys[:, :, 1:], layer.values[:, :, 1:]
+
+
+def test_decode_after_prefill_is_verified_and_a_wrong_cache_is_caught(tiny):
+    llm_torch = _torch()
+    model = llm_torch.build(tiny)
+    assert llm_torch.verify(model, TINY["vocab_size"]) < 1e-5
+    for mangle in (_swap_kv, _drop_first):
+        with pytest.raises(RooflabError, match="decode after prefill differs"):
+            llm_torch.verify(model, TINY["vocab_size"], mangle=mangle)
+
+
+def test_decode_steps_keep_their_context_and_are_profiled(tiny):
+    llm_torch = _torch()
+    import torch
+
+    model = llm_torch.build(tiny)
+    run, after = llm_torch._phase(model, "decode", 9, TINY["vocab_size"])
+    for _ in range(3):
+        logits, cache = run()
+        assert cache.get_seq_length() == 9 and logits.shape == (1, TINY["vocab_size"])
+        after()
+        assert cache.get_seq_length() == 8
+    torch.set_num_threads(1)
+    m = llm_torch.timed(model, "decode", 9, TINY["vocab_size"], runs=3, warmup=1)
+    assert m["median_s"] > 0 and m["aten_calls"] > 0
+    assert "aten::mm" in m["by_op_type_s"] or "aten::addmm" in m["by_op_type_s"]
+    assert abs(sum(m["by_op_type_s"].values()) - m["profiled_s"]) < 1e-3 * m["profiled_s"] + 1e-6
+
+
+@pytest.mark.slow  # a real quick run's ceilings, then the LLM placed and checked against torch
+def test_torch_check_end_to_end(quick_result, tiny, tmp_path, capsys):
+    _torch()
+    rc = cli.main(["llm", tiny, "--ceilings", str(quick_result), "--quick", "--no-own", "--prompt", "8",
+                   "--context", "16", "--threads", "1", "--runtime", "torch", "--out", str(tmp_path / "r"),
+                   "--json", "--no-plot"])  # fmt: skip
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    c = d["runtime_check"]
+    assert c["check_name"] == "torch" and c["verified_rel_err"] < 1e-3 and c["threads"] == 1
+    for phase in ("prefill", "decode"):
+        p = c[phase]
+        assert p["measured_s"] > 0 and p["predicted_s"] > 0 and p["aten_calls"] > 0
+    from rooflab.models.llm_ort import lines
+
+    text = "\n".join(lines(c))
+    assert "torch check" in text and "torch self time by aten op" in text
+    from rooflab.report import build
+
+    page = build([json.loads(open(d["files"][0]).read())])
+    assert "Against torch" in page
