@@ -178,13 +178,17 @@ def main(argv=None) -> int:
         )
         for n in names:
             t = statistics.median(times[n])
-            print(f"  {n:12s} median {t * 1e3:8.2f} ms  {total / t / 1e9:6.1f} GB/s  (min {min(times[n]) * 1e3:.2f} ms)")
+            print(
+                f"  {n:12s} median {t * 1e3:8.2f} ms  {total / t / 1e9:6.1f} GB/s  (min {min(times[n]) * 1e3:.2f} ms)"
+            )
         for k, v in ratios.items():
             print(f"  {k:22s} median {statistics.median(v):.3f} (per round {min(v):.2f}..{max(v):.2f})")
         timed = [n for n in names if per[n].any()]
         if timed and a.rounds > 1:
             print("  per shape (sum over layers, rounds 2..): " + ", ".join(timed))
-            kinds = sorted({s[0].split(".", 1)[1] for s in shapes}, key=lambda k: [s[0] for s in shapes].index(f"L0.{k}"))
+            kinds = sorted(
+                {s[0].split(".", 1)[1] for s in shapes}, key=lambda k: [s[0] for s in shapes].index(f"L0.{k}")
+            )
             for k in kinds:
                 idx = [i for i, s in enumerate(shapes) if s[0].split(".", 1)[1] == k]
                 K, N = shapes[idx[0]][1:]
