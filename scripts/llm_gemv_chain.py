@@ -170,8 +170,9 @@ def main(argv=None) -> int:
                 times[n].append(got[n])
                 if ts is not None and r > 0:
                     per[n] += ts
-            for n in names[1:]:
-                ratios.setdefault(f"{n}/{names[0]}", []).append(got[n] / got[names[0]])
+            for i, m in enumerate(names):  # every pair, per round: what the other jobs did cancels
+                for n in names[i + 1 :]:
+                    ratios.setdefault(f"{n}/{m}", []).append(got[n] / got[m])
         print(
             f"{model}: {len(shapes)} GEMVs, {total / 1e6:.0f} MB of weights, {a.threads} thread(s), "
             f"{a.rounds} rounds (own = {run.get('_own_name', '-')})"
