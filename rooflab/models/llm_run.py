@@ -369,6 +369,8 @@ def cmd_llm(args) -> int:
         print(json.dumps(summary, indent=1) if args.json else "\n".join(lines(summary)))
         return 0
     roofs = place.Roofs(ceil, threads if device == "cpu" else 0, device)
+    if roofs.note:  # the ops still run at --threads (and the runtime check with them): only the roofs differ
+        print(f"note: {roofs.note}", file=sys.stderr)
     sets = _sets(arch, inp)
     all_ops = [o for s in sets for o in s["ops"]]
     progress = None
@@ -391,7 +393,8 @@ def cmd_llm(args) -> int:
     summary.update(
         executed=not args.no_measure,
         dtype_executed=exec_dtype,
-        threads=roofs.threads,
+        threads=threads if device == "cpu" else roofs.threads,  # what the ops and the runtime run at
+        roofs_threads=roofs.threads,
         device=device,
         ceilings_source=src,
     )
@@ -400,9 +403,14 @@ def cmd_llm(args) -> int:
     if runtime:
         from . import llm_ort
 
-        print(f"onnxruntime check of {arch.name} ({roofs.threads} threads) ...", file=sys.stderr)
+        print(f"onnxruntime check of {arch.name} ({summary['threads']} threads) ...", file=sys.stderr)
         summary["runtime_check"] = llm_ort.compare(
-            args.config, summary["rows"], roofs.threads, inp["prompt"], inp["contexts"][0], runs=5 if args.quick else 10
+            args.config,
+            summary["rows"],
+            summary["threads"],
+            inp["prompt"],
+            inp["contexts"][0],
+            runs=5 if args.quick else 10,
         )
     files = write_outputs(summary, measured, ceil, src, desc, device, out, args)
     if args.json:
