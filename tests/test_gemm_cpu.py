@@ -172,6 +172,7 @@ def test_cases_quick_and_full():
 # ---- bad input: refused with the variant's name and the constraint ------------------------------
 
 
+_SWAPPED = np.dtype(np.float32).newbyteorder()
 BAD = [
     ("inner dimensions differ", lambda: (np.ones((3, 4), np.float32), np.ones((5, 2), np.float32))),
     ("not supported", lambda: (np.ones((3, 4), np.int64), np.ones((4, 2), np.int64))),
@@ -183,6 +184,9 @@ BAD = [
     ("A is float32 but B is float64", lambda: (np.ones((3, 4), np.float32), np.ones((4, 2), np.float64))),
     ("bias must be", lambda: (np.ones((3, 4), np.float32), np.ones((4, 2), np.float32), np.ones(3, np.float32))),
     ("numpy array", lambda: ([[1.0]], np.ones((1, 1)))),
+    # float32 in the other byte order: its name is "float32" (the check once compared names, let it
+    # through, and numba failed typing it); now refused by the dtype itself
+    ("non-native byte order", lambda: (np.ones((3, 4), _SWAPPED), np.ones((4, 2), _SWAPPED))),
 ]
 
 

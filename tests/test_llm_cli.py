@@ -196,3 +196,37 @@ def test_a_wrong_result_on_one_rotation_copy_fails_the_op():
     driver = Driver(cpu_backend(probe=False), Settings(budget_s=0.0, min_samples=1, max_attempts=1))
     assert driver.measure(bad, copies[0], reps=1, rotation=copies[1:2]).status == "ok"
     assert driver.measure(bad, copies[0], reps=1, rotation=copies[1:]).status == "failed"
+
+
+@pytest.mark.filterwarnings("ignore:ceilings come from machine")
+def test_runtime_check_runs_at_the_threads_the_ops_ran_at(tmp_path, capsys, monkeypatch):
+    """Ceilings whose 2-thread roofs cannot be true: placement falls back to the 1-thread roofs and
+    says so, but the ops and the runtime check still run at --threads 2 (the check once ran at the
+    roofs' 1 thread, against ops executed at 2)."""
+    from rooflab.models import llm_ort, llm_run
+    from tests.test_implausible import bad_two_threads
+
+    ceil = tmp_path / "ceilings.json"
+    ceil.write_text(json.dumps(bad_two_threads() | {"suite": "ceilings", "status": "complete"}))
+    seen = {}
+
+    def compare(config, rows, threads, prompt, context, runs=10):
+        seen["threads"] = threads
+        return {"config": config, "threads": threads, "runtime": "stub", "phases": {}}
+
+    real = llm_run.measure_distinct
+
+    def predicted_only(*a, **k):  # the ops predicted, not executed: the test is the threads' plumbing
+        seen["ops_threads"] = k["threads"]
+        return real(*a, **{**k, "execute": False})
+
+    monkeypatch.setattr(llm_ort, "compare", compare)
+    monkeypatch.setattr(llm_run, "measure_distinct", predicted_only)
+    rc = cli.main(["llm", _cfg(tmp_path), "--ceilings", str(ceil), "--threads", "2", "--runtime",
+                   "onnxruntime", "--prompt", "8", "--context", "32", "--out", str(tmp_path / "r"), "--json",
+                   "--no-plot"])  # fmt: skip
+    assert rc == 0
+    cap = capsys.readouterr()
+    d = json.loads(cap.out[cap.out.index("\n{") :])  # after the line that the ceilings are another machine's
+    assert seen == {"threads": 2, "ops_threads": 2} and d["threads"] == 2 and d["roofs_threads"] == 1
+    assert "2-thread ceilings hold roofs that cannot be true" in cap.err

@@ -376,6 +376,8 @@ def cmd_llm(args) -> int:
         print(json.dumps(summary, indent=1) if args.json else "\n".join(lines(summary)))
         return 0
     roofs = place.Roofs(ceil, threads if device == "cpu" else 0, device)
+    if roofs.note:  # the ops still run at --threads (and the runtime check with them): only the roofs differ
+        print(f"note: {roofs.note}", file=sys.stderr)
     sets = _sets(arch, inp)
     all_ops = [o for s in sets for o in s["ops"]]
     progress = None
@@ -398,7 +400,8 @@ def cmd_llm(args) -> int:
     summary.update(
         executed=not args.no_measure,
         dtype_executed=exec_dtype,
-        threads=roofs.threads,
+        threads=threads if device == "cpu" else roofs.threads,  # what the ops and the runtime run at
+        roofs_threads=roofs.threads,
         device=device,
         ceilings_source=src,
     )
@@ -407,12 +410,12 @@ def cmd_llm(args) -> int:
     if runtime:
         from . import llm_ort, llm_torch
 
-        print(f"{runtime} check of {arch.name} ({roofs.threads} threads) ...", file=sys.stderr)
+        print(f"{runtime} check of {arch.name} ({summary['threads']} threads) ...", file=sys.stderr)
         rt, kw = (llm_torch, {"device": device}) if runtime == "torch" else (llm_ort, {})
         summary["runtime_check"] = rt.compare(
             args.config,
             summary["rows"],
-            roofs.threads,
+            summary["threads"],
             inp["prompt"],
             inp["contexts"][0],
             runs=5 if args.quick else 10,
