@@ -130,8 +130,9 @@ def _timed_ert_configs():
 @pytest.mark.parametrize("dtype,suffix", [(np.float64, "pd"), pytest.param(np.float32, "ps", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("K,S", _timed_ert_configs())
 def test_fma_kernel_uses_vector_fma(dtype, suffix, K, S):
-    """Every configuration that is timed compiles its K x S chains to packed (ymm/zmm) FMAs."""
-    k = ert.ert_kernel(K, S)
+    """Every configuration that is timed compiles its K x S chains to packed (ymm/zmm) FMAs (a fresh,
+    uncached compile: a kernel loaded from numba's disk cache carries no assembly)."""
+    k = _fresh(ert.ert_kernel(K, S))
     a = np.ones(S * 64, dtype=dtype)
     k(a, a.size, 1, dtype(0.5), dtype(0.5), 1)
     asm = _asm(k, dtype)
