@@ -86,6 +86,26 @@ def _same_device(got, expected):
 CHUNK = 1 << 22  # elements compared at a time: checks of multi-GiB arrays stay within ~100 MB
 
 
+ONE_PASS_MIN = 1 << 16  # elements: below this the numpy path is as fast and compiles nothing
+# (float32/64 and integer results only: float16, bfloat16 and complex take the numpy path)
+
+
+def _one_pass(xp, g_flat, e_flat) -> bool:
+    """Whether kernels/cpu/compare.py can check these (numpy arrays of plain real dtypes)."""
+
+    def plain(a):
+        return (a.dtype.kind == "f" and a.dtype.itemsize >= 4) or a.dtype.kind in "iu"
+
+    return (
+        xp is np
+        and g_flat.size >= ONE_PASS_MIN
+        and plain(g_flat)
+        and (e_flat is None or plain(e_flat))
+        and g_flat.dtype.isnative
+        and (e_flat is None or e_flat.dtype.isnative)
+    )
+
+
 def check(got, expected, dtype=None, what: str = "result", rtol=None, atol=None, kind: str = "default") -> dict:
     """Raise VerificationError unless ``got`` matches ``expected`` within the dtype's tolerance.
 
@@ -115,7 +135,29 @@ def check(got, expected, dtype=None, what: str = "result", rtol=None, atol=None,
     def index(flat):
         return tuple(int(x) for x in np.unravel_index(flat, tuple(got_a.shape))) if got_a.ndim else ()
 
-    for lo in range(0, max(int(g_flat.size), 1), CHUNK):
+    if _one_pass(xp, g_flat, e_flat):  # large host arrays: one compiled pass, no temporaries
+        from .kernels.cpu.compare import compare
+
+        e_arr = e_flat if e_flat is not None else np.empty(0)
+        special, nbad, wi, max_abs, max_rel, scale = compare(
+            g_flat, e_arr, 0.0 if e_scalar is None else e_scalar, e_flat is not None, float(rtol), float(atol)
+        )
+
+        def pair(i):
+            return float(g_flat[i]), float(e_flat[i]) if e_flat is not None else e_scalar
+
+        if special >= 0:
+            gv, ev = pair(special)
+            raise VerificationError(
+                f"{what}: non-finite mismatch, first at index {index(special)}: got {gv!r}, expected {ev!r}"
+            )
+        if nbad:
+            gv, ev = pair(wi)
+            worst = (None, wi, gv, ev, abs(gv - ev))
+        chunks = range(0)
+    else:
+        chunks = range(0, max(int(g_flat.size), 1), CHUNK)
+    for lo in chunks:
         g = g_flat[lo : lo + CHUNK].astype(xp.float64)
         if g.size == 0:
             break

@@ -212,3 +212,63 @@ def test_interleaved_cpu_time_per_sample_for_one_thread_entries_only():
     assert "cpu_samples_s" not in recs["2T"].meta and "cpu_ratio" not in recs["2T"].meta
     assert "round_clock_ghz" not in recs["a"].meta and recs["a"].clock_ghz is None
     assert "cpu_samples_s" not in d.interleaved(entries[:1], rounds=2)[0].meta  # off by default
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["match", "one-off", "many-off", "nan-expected", "nan-got", "inf-sign", "scalar", "int", "f32-vs-f64"],
+)
+def test_one_pass_check_reports_and_fails_as_the_numpy_path(case, monkeypatch):
+    """kernels/cpu/compare.py (large host arrays) and the chunked numpy path give the same report and
+    the same error on the same inputs: a wrong element, NaN/inf rules, a scalar reference, integers."""
+    from rooflab import verify
+
+    rng = np.random.default_rng(7)
+    n = 3000
+    exp = rng.standard_normal(n)
+    got = exp * (1 + 1e-9)
+    dtype = None
+    if case == "one-off":
+        got[1234] += 1e-3
+    elif case == "many-off":
+        got[::7] *= 1.01
+        got[2000] *= 1.5
+    elif case == "nan-expected":
+        exp[10] = np.nan
+        got[10] = np.nan
+        got[11] = np.nan
+    elif case == "nan-got":
+        got[500] = np.nan
+    elif case == "inf-sign":
+        exp[3] = np.inf
+        got[3] = -np.inf
+    elif case == "scalar":
+        got = np.full(n, 0.625)
+        got[2999] = 0.626
+        exp = np.float64(0.625)
+    elif case == "int":
+        exp = rng.integers(-1000, 1000, n)
+        got = exp.copy()
+        got[42] += 1
+    elif case == "f32-vs-f64":
+        got = exp.astype(np.float32)
+        got[77] += np.float32(0.01)
+
+    def outcome(min_elems):
+        monkeypatch.setattr(verify, "ONE_PASS_MIN", min_elems)
+        try:
+            return verify.check(got, exp, dtype=dtype, what="r")
+        except verify.VerificationError as e:
+            return str(e)
+
+    numpy_path, one_pass = outcome(1 << 62), outcome(0)
+    assert verify._one_pass(np, np.asarray(got).reshape(-1), None)
+    if isinstance(numpy_path, dict):
+        assert isinstance(one_pass, dict), one_pass
+        assert numpy_path.keys() == one_pass.keys()
+        for k, v in numpy_path.items():
+            assert one_pass[k] == (pytest.approx(v, rel=1e-12, abs=0) if isinstance(v, float) else v), k
+    else:
+        assert one_pass == numpy_path
+    if case in ("one-off", "many-off", "nan-got", "inf-sign", "scalar", "int", "f32-vs-f64"):
+        assert isinstance(one_pass, str), f"{case}: a wrong result passed"
