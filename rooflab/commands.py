@@ -251,9 +251,10 @@ def _driver(device: str, settings):
 
 def _run_suite(suite, device, driver, writer, args, threads, max_ws, progress):
     if device == "cpu" and suite == "ceilings":
-        from .suite_ceilings import Plan, run
+        from .suite_ceilings import FULL_SWEEP_FACTOR, QUICK_SWEEP_FACTOR, Plan, run
 
-        plan = Plan(threads_all=threads, quick=args.quick, max_ws=max_ws, sweep_factor=4.0 if args.quick else 2**0.5)
+        factor = QUICK_SWEEP_FACTOR if args.quick else FULL_SWEEP_FACTOR
+        plan = Plan(threads_all=threads, quick=args.quick, max_ws=max_ws, sweep_factor=factor)
         run(driver, writer, plan, progress)
     elif device == "cpu" and suite == "probe":  # one point per level of each ceiling kind (fleets)
         from .suite_probe import run as run_probe

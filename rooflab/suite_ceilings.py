@@ -36,6 +36,13 @@ INTENSITIES_FP64 = [
     (32, 64),
 ]  # (K, passes): I = K * passes / 8 FLOP/B
 INTENSITIES_QUICK = [(1, 1), (4, 1), (16, 1), (32, 2), (32, 8), (32, 32), (32, 64)]  # 1/8 .. 256 FLOP/B
+# working-set sweep below DRAM: factor 4 in --quick; 2^(2/3) (3 points per 2 octaves) in a full run, which
+# keeps >= 2 points in every level's window (L1's (0, C1/2] included) and took its bandwidth phase
+# 24 sizes from 8 KiB to 256 MiB instead of 31 (factor sqrt 2: a 459 s phase here); DRAM's own points
+# (d, sqrt2 d, 2d in a full run) keep factor sqrt 2 so the largest array stays at 2x where DRAM starts
+QUICK_SWEEP_FACTOR = 4.0
+FULL_SWEEP_FACTOR = 2 ** (2 / 3)
+DRAM_SWEEP_FACTOR = 2**0.5
 PEAK_CONFIGS = [(64, 8), (32, 8)]  # (K, S) tried for the FMA peak; the best median is the ceiling
 
 
@@ -46,6 +53,7 @@ class Plan:
     min_ws: int = 8 << 10
     max_ws: int | None = None
     sweep_factor: float = 2.0
+    dram_factor: float = DRAM_SWEEP_FACTOR  # between DRAM's own points
     intensity_ws: int | None = None
     skip: set = field(default_factory=set)
     passes: int | None = None  # default: 2 with --quick, 3 in a full run
@@ -388,7 +396,7 @@ def sizes_for(plan: Plan, dram: dict) -> list[int]:
     if not d:
         return sweep_sizes(plan.min_ws, top, plan.sweep_factor)
     below = [s for s in sweep_sizes(plan.min_ws, d, plan.sweep_factor) if s < d]
-    return below + sweep_sizes(d, max(top, d), plan.sweep_factor)
+    return below + sweep_sizes(d, max(top, d), plan.dram_factor)
 
 
 def _say(writer, note: str) -> None:
