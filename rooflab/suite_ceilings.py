@@ -2,7 +2,7 @@
 memory latency per level (pointer chase) and the intensity sweep, measured with the kernels of
 kernels/cpu and turned into ceilings.
 
-Time budget (this 2-core VM): --quick ~1 min, full ~10 min. The large sizes dominate: a 2 GiB
+Time budget (a 2-core VM, warm numba cache): --quick ~70 s, full ~9 min. The large sizes dominate: a 2 GiB
 pass at ~20 GB/s is 0.1 s, and a DRAM-sized intensity point at 256 FLOP/B would take seconds per
 pass, so the intensity sweep processes one slice per call and moves to the next slice each call:
 every call streams data that has not been touched for ~4x LLC bytes, i.e. from DRAM.
