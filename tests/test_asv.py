@@ -109,3 +109,19 @@ def test_benchmark_with_a_wrong_kernel_fails_loudly(monkeypatch):
     monkeypatch.setattr(_common, "_PREPARED", {})
     with pytest.raises(VerificationError):
         bench_stream_cpu.StreamCPU().setup("triad", 32 << 10, 1)
+
+
+def test_model_op_benchmark_verifies_with_the_variants_declared_tolerance(monkeypatch):
+    """ModelOpCPU verifies through the one driver, so a conv op is held to conv's tolerance (its
+    result_dtype "float32/conv"), not the elementwise default it once got (a fresh asv run failed
+    resnet50:layer1.0.conv2 at 1.3e-6 absolute, within conv's 3e-5)."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import _common, bench_models_cpu
+    from rooflab import verify
+
+    seen = []
+    real = verify.check
+    monkeypatch.setattr(verify, "check", lambda *a, **k: seen.append(k.get("dtype")) or real(*a, **k))
+    monkeypatch.setattr(_common, "_PREPARED", {})
+    run = bench_models_cpu._build("resnet50", "layer1.0.conv2")
+    assert callable(run) and seen and all(str(d).endswith("/conv") for d in seen), seen
