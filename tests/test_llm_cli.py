@@ -76,11 +76,35 @@ def test_llm_op_kinds_execute_and_verify(raw):
     from rooflab.driver import Driver, Settings
 
     op = ops.normalize(raw)
-    (lib,), _ = measure.variants_for(op, "cpu")
+    (lib,), own = measure.variants_for(op, "cpu")
+    assert [v.name for v in own] == [f"cpu.llm.{op['kind']}.01-numba-fused"]  # a library and an own figure
     driver = Driver(cpu_backend(probe=False), Settings(budget_s=0.0, min_samples=1, max_attempts=1))
-    rec = driver.measure(lib, lib.inputs(dict(op["shape"]), np.dtype("float32"), seed=1), reps=1)
-    assert rec.status == "ok", rec.error
-    assert rec.work["flops"] == ops.flops(op)
+    for v in (lib, *own):
+        for threads in (1, 2):
+            rec = driver.measure(v, v.inputs(dict(op["shape"]), np.dtype("float32"), seed=1), reps=1, threads=threads)
+            assert rec.status == "ok", rec.error
+            assert rec.work["flops"] == ops.flops(op)
+
+
+@pytest.mark.parametrize("kind", ["rmsnorm", "rope"])
+def test_a_wrong_fused_llm_op_fails_verification(kind, monkeypatch):
+    """The own kernels' checks can fail: a row normalized without its weight, a RoPE whose sin and
+    cos are swapped, a tail not copied."""
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
+    from rooflab.families import llm_ops
+
+    raw = {"rows": 5, "cols": 48} if kind == "rmsnorm" else {"tokens": 4, "heads": 2, "head_dim": 8, "rot_dim": 4}
+    op = ops.normalize({"kind": kind, "shape": raw})
+    _, (own,) = measure.variants_for(op, "cpu")
+    if kind == "rmsnorm":
+        wrong = lambda x, w, y, t, **k: llm_ops._rmsnorm_fused(x, np.ones_like(w), y, t, **k)  # noqa: E731
+    else:
+        wrong = lambda x, c, s, y, t, **k: llm_ops._rope_fused(x, s, c, y, t, **k)  # noqa: E731
+    bad = own.__class__(**{**own.__dict__, "kernel": wrong})
+    driver = Driver(cpu_backend(probe=False), Settings(budget_s=0.0, min_samples=1, max_attempts=1))
+    rec = driver.measure(bad, bad.inputs(dict(op["shape"]), np.dtype("float32"), seed=1), reps=1)
+    assert rec.status != "ok"
 
 
 def test_a_wrong_rope_fails_verification(monkeypatch):

@@ -1,7 +1,9 @@
 """Family `llm`: the two op kinds decoder LLMs add to the catalog's, RMSNorm and rotary position
 embedding (RoPE), as the framework runs them. Variant 0 of each is the array-library path
 (numpy on the CPU, cupy on the GPU), written as Hugging Face's LlamaRMSNorm and apply_rotary_pos_emb
-are: one ufunc per step, each a pass over memory.
+are: one ufunc per step, each a pass over memory. Variant 1 on the CPU is rooflab's own fused
+kernel (kernels/cpu/llm_ops.py: one pass, one call), so placement has a library and an own figure
+for these ops as for every other op kind.
 
 Napkin math: Llama-2-7B decode at batch 1 normalizes one 4096-wide row (16 KB fp32, 16 K FLOP):
 dispatch-bound (~6 calls); its RoPE turns 32 + 32 heads of 128 (32 KB): ~3 FLOP per element,
@@ -10,9 +12,12 @@ memory- or dispatch-bound. At a 128-token prefill both are 2 MB streams, memory-
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..registry import Variant, register
+from ..threads import resolve_threads
 from ..work import Work
 from ._xp import XP_NAME, rand, xp_for
 
@@ -118,6 +123,27 @@ def _rope_work(x, cos, sin, y, tmp, reps=1, **_):
     )
 
 
+def _rmsnorm_fused(x, w, y, tmp, reps=1, threads=None, eps=EPS):
+    from ..kernels.cpu import llm_ops as k
+
+    for _ in range(int(reps)):
+        k.rmsnorm_rows(x, w, y, x.dtype.type(eps), resolve_threads(threads))
+    return y
+
+
+def _rope_fused(x, cos, sin, y, tmp, reps=1, threads=None):
+    from ..kernels.cpu import llm_ops as k
+
+    for _ in range(int(reps)):
+        k.rope_heads(x, cos, sin, y, resolve_threads(threads))
+    return y
+
+
+def _one_call(work):
+    """The fused kernel's work: the same FLOPs and bytes, one launch per call."""
+    return lambda *a, reps=1, **k: replace(work(*a, reps=reps, **k), launches=int(reps))
+
+
 for device in ("cpu", "cuda"):
     lib = XP_NAME[device]
     register(
@@ -152,3 +178,36 @@ for device in ("cpu", "cuda"):
             dtypes=("float32", "float64"),
         )
     )
+
+register(
+    Variant(
+        name="cpu.llm.rmsnorm.01-numba-fused",
+        family="llm",
+        device="cpu",
+        number=1,
+        op="rmsnorm",
+        description="numba: per row, sum of squares then scale by 1/rms and the weight (1 pass, 1 call)",
+        kernel=_rmsnorm_fused,
+        reference=_rms_reference,
+        work=_one_call(_rms_work),
+        inputs=_rms_inputs("cpu"),
+        result_dtype=lambda x, *_, **__: x.dtype,
+        dtypes=("float32", "float64"),
+    )
+)
+register(
+    Variant(
+        name="cpu.llm.rope.01-numba-fused",
+        family="llm",
+        device="cpu",
+        number=1,
+        op="rope",
+        description="numba: per (token, head) both rotated halves and the pass-through tail (1 pass, 1 call)",
+        kernel=_rope_fused,
+        reference=_rope_reference,
+        work=_one_call(_rope_work),
+        inputs=_rope_inputs("cpu"),
+        result_dtype=lambda x, *_, **__: x.dtype,
+        dtypes=("float32", "float64"),
+    )
+)
