@@ -47,6 +47,8 @@ def start(*args) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # pytest-xdist workers ignore SIGINT and a child inherits that: give the caller Ctrl-C back
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
