@@ -106,6 +106,10 @@ def _one_pass(xp, g_flat, e_flat) -> bool:
     )
 
 
+def _non_finite(what: str, where: tuple, got: float, expected: float) -> VerificationError:
+    return VerificationError(f"{what}: non-finite mismatch, first at index {where}: got {got!r}, expected {expected!r}")
+
+
 def check(got, expected, dtype=None, what: str = "result", rtol=None, atol=None, kind: str = "default") -> dict:
     """Raise VerificationError unless ``got`` matches ``expected`` within the dtype's tolerance.
 
@@ -148,9 +152,7 @@ def check(got, expected, dtype=None, what: str = "result", rtol=None, atol=None,
 
         if special >= 0:
             gv, ev = pair(special)
-            raise VerificationError(
-                f"{what}: non-finite mismatch, first at index {index(special)}: got {gv!r}, expected {ev!r}"
-            )
+            raise _non_finite(what, index(special), gv, ev)
         if nbad:
             gv, ev = pair(wi)
             worst = (None, wi, gv, ev, abs(gv - ev))
@@ -169,10 +171,7 @@ def check(got, expected, dtype=None, what: str = "result", rtol=None, atol=None,
         bad_special = special & ~((xp.isnan(g) & xp.isnan(e_b)) | (g == e_b))
         if bool(bad_special.any()):
             i = int(xp.argmax(bad_special))
-            raise VerificationError(
-                f"{what}: non-finite mismatch, first at index {index(lo + i)}: got {float(g[i])!r}, "
-                f"expected {float(e_b[i])!r}"
-            )
+            raise _non_finite(what, index(lo + i), float(g[i]), float(e_b[i]))
         with np.errstate(invalid="ignore"):  # inf - inf where both are inf: masked out
             err = xp.where(special, 0.0, xp.abs(g - e_b))  # the special values matched exactly above
         abs_e = xp.where(special, 0.0, xp.abs(e_b))
