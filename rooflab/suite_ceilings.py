@@ -57,6 +57,7 @@ class Plan:
     intensity_ws: int | None = None
     skip: set = field(default_factory=set)
     passes: int | None = None  # default: 2 with --quick, 3 in a full run
+    dram_extra_passes: int = 2  # DRAM-sized bandwidth cases again, inside and after the intensity sweep
 
     def pass_count(self) -> int:
         return self.passes or (2 if self.quick else 3)
@@ -353,6 +354,25 @@ def remeasure_implausible(driver: Driver, writer, suite: list[Case], progress) -
     return again
 
 
+def dram_extra_passes(plan: Plan, dram_cases: list[Case], sweep: list[Case]) -> list[tuple[list[Case], bool]]:
+    """The intensity sweep cut into parts, each after a later pass of the DRAM-sized bandwidth
+    cases (``True``): [(part, True), ...]; [] when there is nothing to add.
+
+    Why: DRAM is the roof a neighbour moves most (the host's other tenants share its memory
+    controller and the L3). Two --quick runs 1 minute apart read DRAM update at 2 threads 46, 80,
+    55 and 43 GB/s when each DRAM case was sampled in 2 bursts of ~0.1 s, both in the first 50 s.
+    The fastest sample counts (roofline.best_of_passes), so bursts spread over the whole run
+    (here 2 more: before the 2nd half of the intensity sweep and after it) find the quiet
+    moments of both runs. Napkin math: 8 DRAM cases x ~0.15 s = ~1.2 s per pass at 128 MiB."""
+    n = plan.dram_extra_passes if dram_cases else 0
+    if n <= 0:
+        return []
+    cut = [round(i * len(sweep) / n) for i in range(n + 1)]
+    parts = [(sweep[a:b], True) for a, b in zip(cut, cut[1:])]
+    # the first extra pass goes half-way through the sweep, the last one after it
+    return [(parts[0][0], False)] + [(p, True) for (p, _) in parts[1:]] + [([], True)]
+
+
 def dram_plan(plan: Plan, caches: list[dict], probe=None) -> dict:
     """Where this run's DRAM points start and how big its arrays get (the result file keeps it).
 
@@ -454,8 +474,14 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
     l2 = next((c["size_bytes"] for c in caches if c["level"] == 2), None)
     sweep = [] if "intensity" in plan.skip else intensity_cases(plan, l1, intensity_ws, l2)
     chases = [] if "chase" in plan.skip else chase_cases(plan, caches, max_ws, dram_from=d)
+    dram_cases = [] if "bandwidth" in plan.skip or not d else bandwidth_cases(plan, [s for s in sizes if s >= d])
+    extra = dram_extra_passes(plan, dram_cases, sweep)
     passes = plan.pass_count()
-    task = progress.start(passes * (len(latency) + len(peaks) + len(bandwidth) + len(chases)) + len(sweep))
+    task = progress.start(
+        passes * (len(latency) + len(peaks) + len(bandwidth) + len(chases))
+        + len(sweep)
+        + sum(again for _, again in extra) * len(dram_cases)
+    )
     writer.save()
     for _ in range(passes):  # each ceiling in several passes spread over the run (see derive_ceilings)
         with ph("dispatch latency"):
@@ -466,8 +492,13 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
             driver.run(bandwidth, writer, progress)
         with ph("memory latency (chase)"):
             driver.run(chases, writer, progress)  # latency per level too: its fastest pass per size
-    with ph("intensity sweep"):
-        driver.run(sweep, writer, progress)
+    for part, dram_pass in extra or [(sweep, False)]:
+        if dram_pass:
+            with ph("DRAM bandwidth, later passes"):
+                driver.run(dram_cases, writer, progress)
+        if part:
+            with ph("intensity sweep"):
+                driver.run(part, writer, progress)
     with ph("ceilings"):
         writer.data["sweeps"]["intensity"] = best_sweep_points(writer.data["sweeps"]["intensity"])
         set_theoretical(machine["cpu"], driver.best_clock)

@@ -7,6 +7,7 @@ same count, so a 1-thread measurement is really one core and an all-core one use
 from __future__ import annotations
 
 import contextlib
+import sys
 
 from .cpu.machine import physical_cores, usable_cpus
 from .errors import RooflabError
@@ -30,16 +31,31 @@ def check_threads(n: int) -> int:
     return n
 
 
+_BLAS: tuple | None = None  # (len(sys.modules) when scanned, threadpoolctl's controller of the BLAS pools)
+
+
+def blas_pools():
+    """threadpoolctl's controller of the loaded BLAS libraries, scanned again only after an import
+    (a library comes with a module). threadpool_limits scans every loaded library on each call:
+    ~0.3 ms here, 3.7 s of a tiny `rooflab llm` run that verifies ~11k op copies; a kept
+    controller limits in ~17 us."""
+    global _BLAS
+    from threadpoolctl import ThreadpoolController
+
+    if _BLAS is None or _BLAS[0] != len(sys.modules):
+        _BLAS = (len(sys.modules), ThreadpoolController().select(user_api="blas"))
+    return _BLAS[1]
+
+
 @contextlib.contextmanager
 def use_threads(n: int):
     """numba.set_num_threads(n) and threadpoolctl's BLAS limit for the duration of the block."""
     import numba
-    from threadpoolctl import threadpool_limits
 
     old = numba.get_num_threads()
     numba.set_num_threads(n)
     try:
-        with threadpool_limits(limits=n, user_api="blas"):
+        with blas_pools().limit(limits=n):
             yield n
     finally:
         numba.set_num_threads(old)

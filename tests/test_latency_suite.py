@@ -237,3 +237,25 @@ def test_a_process_that_hangs_is_one_error(monkeypatch):
     case = latency.dispatch_cases(1)[0]
     with pytest.raises(RooflabError, match="ran past"):
         Driver(cpu_backend(probe=False)).run_case(case)
+
+
+@pytest.mark.slow  # ~3 s: three interpreters start and measure
+def test_the_processes_prepare_together_and_measure_one_at_a_time(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from rooflab import processes
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
+
+    log = tmp_path / "timeline"
+    monkeypatch.setenv("ROOFLAB_TEST_TIMELINE", str(log))
+    case = replace(latency.dispatch_cases(1)[0], timing={"reps": 200})
+    driver = Driver(cpu_backend(probe=False), Settings(budget_s=0.01, probe_clock=False))
+    rec = processes.measure_in_processes(driver, case, 3, child="tests.timeline_child")
+    assert rec.status == "ok" and rec.meta["processes"]["n"] == 3
+    rows = [ln.split() for ln in log.read_text().splitlines()]
+    prepared = {pid: float(t1) for pid, what, _, t1 in rows if what == "prepare"}
+    measured = sorted((float(t0), float(t1), pid) for pid, what, t0, t1 in rows if what == "measure")
+    assert len(prepared) == 3 and len(measured) == 3 and {p for *_, p in measured} == set(prepared)
+    assert max(prepared.values()) <= measured[0][0]  # every process ready before the first measures
+    assert all(a[1] <= b[0] for a, b in zip(measured, measured[1:]))  # one at a time

@@ -133,3 +133,50 @@ def test_every_mover_is_flagged(tmp_path):
     moved = {c["name"]: c.get("moved") for c in now.data["ceilings"]}
     assert moved["x"] is None and all(moved[k] for k in base if k != "x")
     assert load(now.path)["agreement"]["previous"].endswith("20260101T000000Z.json")
+
+
+class RecordingDriver(FakeDriver):
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def run(self, cases, writer=None, progress=None):
+        self.calls.append(list(cases))
+        return []
+
+
+def test_dram_cases_get_two_more_passes_spread_through_the_intensity_sweep(tmp_path, monkeypatch):
+    drv = RecordingDriver()
+    monkeypatch.setattr(commands, "_driver", lambda device, settings: drv)
+    # the cache plateau up to 8 MiB, DRAM's from 16 MiB: DRAM points start at 32 MiB
+    monkeypatch.setattr(dram_probe, "read_gbps", lambda nbytes, threads: 50.0 if nbytes <= 8 << 20 else 10.0)
+    argv = ["run", *TINY, "--out", str(tmp_path)]
+    argv[argv.index("256K")] = "64M"
+    assert cli.main(argv) == 0
+    d = load(next(tmp_path.glob("*/*.json")))
+    dram_from = d["config"]["dram_sizing"]["dram_from_bytes"]
+    assert dram_from and dram_from <= 64 << 20
+
+    from rooflab.kernels.cpu import stream
+
+    def is_dram(c):
+        return c.variant.startswith("cpu.stream.") and c.size * 8 * stream.ARRAYS[c.meta["kernel"]] >= dram_from
+
+    def kind(call):
+        fams = {c.variant.split(".")[1] for c in call}
+        return "dram" if call and all(is_dram(c) for c in call) else "/".join(sorted(fams))
+
+    kinds = [kind(call) for call in drv.calls if call]
+    # the 2 passes of everything, then: intensity half, DRAM, intensity half, DRAM
+    assert kinds[-4:] == ["intensity", "dram", "intensity", "dram"]
+    assert kinds.count("stream") == 2 and kinds.count("dram") == 2
+    later = [call for call in drv.calls if call and kind(call) == "dram"]
+    points = [b for b in d["config"]["sweep_bytes"] if b >= dram_from]
+    assert points and len(later[0]) == 8 * len(points)  # 4 kernels x 1 and 2 threads at DRAM's points
+    in_sweep = [c.label for call in drv.calls if kind(call) == "stream" for c in call if is_dram(c)]
+    assert sorted(in_sweep) == sorted([c.label for c in later[0]] * 2)
+    halves = [len(call) for call in drv.calls if kind(call) == "intensity"]
+    assert len(halves) == 2 and abs(halves[0] - halves[1]) <= 1
+    names = [p["name"] for p in d["phases"]["items"]]
+    assert names.count("DRAM bandwidth, later passes") == 1
+    assert next(p for p in d["phases"]["items"] if p["name"] == "DRAM bandwidth, later passes")["entered"] == 2

@@ -114,3 +114,15 @@ def test_decode_gemv_call(benchmark, name):
     benchmark.group = "dispatch"
     v = rooflab.get_variant(name)
     benchmark(_checked(v, v.inputs({"M": 1, "N": 8, "K": 64}, np.float32)))
+
+
+@pytest.mark.benchmark(group="dispatch")
+def test_use_threads_enter_and_exit(benchmark):
+    """What every verified and timed call pays to set numba's and the BLAS pool (threadpoolctl
+    rescanning the loaded libraries on each call made this ~0.3 ms)."""
+
+    def enter_exit():
+        with use_threads(1) as n:
+            return n
+
+    assert benchmark(enter_exit) == 1
