@@ -41,7 +41,7 @@ def _plan(rooflab, compiler, loader, sweep=False):
     out = []
     for dt in dtypes:
         for v in rooflab.list_variants(family="gemm", device="cuda"):
-            if dt not in v.dtypes or (dt == "float32" and v.number >= 8):
+            if dt not in v.dtypes:
                 continue
             if v.name.endswith("09-wgmma") and not compiler.runs_on("gemm09_wgmma.cu", arch):
                 print(f"  {v.name}: skipped, wgmma needs sm_90 and this GPU is {arch}")

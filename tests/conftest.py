@@ -39,6 +39,25 @@ def quick_result(tmp_path_factory, worker_id):
     return files[0]
 
 
+@pytest.fixture(scope="session")
+def probe_compiled(tmp_path_factory, worker_id):
+    """The `probe` suite's kernels in numba's on-disk cache before a fleet test starts its nodes:
+    one tiny probe run per test run (file-locked as above). Without it, on a fresh machine, a
+    4-node fleet compiles the same kernels in 4 processes at once on 2 cores (the Ray
+    one-result-per-node test: 33 s with a cold cache, 17 s warm)."""
+    from filelock import FileLock
+
+    from rooflab import cli
+
+    root = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    out = root / "probe-compiled"
+    with FileLock(str(root / "probe-compiled.lock")):
+        if not list(out.glob("*/rooflab-probe-cpu-*.json")):
+            argv = ["run", "--suite", "probe", "--threads", "1", "--budget", "0.02", "--no-plot", "--out", str(out)]
+            assert cli.main(argv) == 0
+    return out
+
+
 # The fast loop (`pytest -m "not slow"`) leaves to CI the tests marked `@pytest.mark.slow` where they
 # are written (a decorator, or `pytestmark` for a whole module such as the CUDA builds): a renamed test
 # keeps its mark. A test that asks for `quick_result` (a real `rooflab run`, ~1 min) must carry the mark:

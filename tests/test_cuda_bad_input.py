@@ -31,13 +31,14 @@ def test_no_gpu_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path, why):
     assert not list(tmp_path.rglob("*.json"))
 
 
-@pytest.mark.slow  # a whole (tiny) CPU ceilings run
+@pytest.mark.slow  # a whole (tiny) CPU probe run
 def test_device_all_keeps_the_cpu_results(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(backend, "probe", lambda: (False, "no NVIDIA driver on this machine"))
-    assert cli.main(["run", "--device", "all", *TINY, "--no-plot", "--out", str(tmp_path)]) == 2
+    argv = ["run", "--device", "all", "--suite", "probe", *TINY, "--no-plot", "--out", str(tmp_path)]
+    assert cli.main(argv) == 2
     line = _one_line(capsys.readouterr().err)
     assert "no NVIDIA driver" in line and "CPU results above are kept" in line
-    (f,) = tmp_path.glob("*/rooflab-ceilings-cpu-*.json")
+    (f,) = tmp_path.glob("*/rooflab-probe-cpu-*.json")
     assert '"status": "complete' in f.read_text()
 
 

@@ -22,7 +22,7 @@ RUN = ["--threads", "1", "--budget", "0.02"]  # 1 thread per 1-CPU node; the pro
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(probe_compiled):
     from ray.cluster_utils import Cluster
 
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})

@@ -1,5 +1,6 @@
 """The house's structure: no import circle among rooflab's modules, the driver's Backend in a leaf
-module, and the driver reaching a backend's process isolation through the backend, never by name.
+module, the driver reaching a backend's process isolation through the backend, never by name, and
+no rung picked by comparing its number (roles are attributes: a new rung is one entry).
 
 The import graph is read from the source (every ``import`` and ``from ... import``, function-level
 ones included: a lazy import is still a dependency), one node per file of rooflab/ and kernels/
@@ -200,3 +201,20 @@ def test_ruff_is_one_version_in_ci_and_in_pre_commit():
     assert m, f"pyproject's dev extra pins ruff to one version (ruff==X.Y.Z), got {pin!r}"
     hook = re.search(r"ruff-pre-commit\s*\n\s*rev:\s*v?(\S+)", (ROOT / ".pre-commit-config.yaml").read_text())
     assert hook and hook.group(1) == m.group(1), (hook and hook.group(1), m.group(1))
+
+
+def test_no_rung_is_picked_by_comparing_its_number():
+    """Roles of a rung (the library, the model-op rungs, the best one) are attributes of its
+    variant or rung entry, so a new rung is one entry: no code orders rungs by number to pick one."""
+    import re
+
+    root = ROOT
+    compare = re.compile(r"\.number\s*(>=|<=|>|<)\s*\d|\bnumber\s*(>=|<=|>|<)\s*\d")
+    found = [
+        f"{p.relative_to(root)}:{i}: {line.strip()}"
+        for folder in ("rooflab", "scripts", "benchmarks", "kernels")
+        for p in sorted((root / folder).rglob("*.py"))
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if compare.search(line) and "pct" not in line
+    ]
+    assert found == []

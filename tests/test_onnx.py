@@ -47,15 +47,14 @@ def test_onnx_graph_maps_to_ops_and_lists_unsupported():
     assert opsmod.flops(flat) == 0 and opsmod.min_bytes(flat) == 0  # a view: data movement, no copy
 
 
-@pytest.mark.slow
-def test_place_command_on_onnx(tmp_path, capsys):
+@pytest.mark.slow  # on the shared quick run's ceilings
+def test_place_command_on_onnx(tmp_path, capsys, quick_result):
     from rooflab import cli
 
     out = tmp_path / "res"
-    assert cli.main(["run", "--quick", "--max-working-set", "256K", "--budget", "0.005", "--out", str(out)]) == 0
     path = tmp_path / "tiny.onnx"
     onnx.save(_model(), str(path))
-    assert cli.main(["place", str(path), "--out", str(out), "--quick"]) == 0
+    assert cli.main(["place", str(path), "--ceilings", str(quick_result), "--out", str(out), "--quick"]) == 0
     text = capsys.readouterr().out
     assert "skipped" not in text and "flatten" in text and "conv" in text and "bound" in text
     assert list(out.glob("*/rooflab-place-cpu-*.ops.csv"))

@@ -45,6 +45,7 @@ the CPU through tests/cuda_emu) check the kernels.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -225,8 +226,54 @@ def validate(name: str, dtypes: tuple, A, B) -> tuple[int, int, int]:
 # ---- the rungs -------------------------------------------------------------------------------
 
 
+ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def _one_per_element(k: dict) -> int:
+    return k["BM"] * k["BN"]
+
+
+def _one_per_tile_element(k: dict) -> int:
+    return k["TILE"] ** 2
+
+
+def _rows_per_thread(k: dict) -> int:
+    return k["BM"] * k["BN"] // k["TM"]
+
+
+def _tile_per_thread(k: dict) -> int:
+    return (k["BM"] // k["TM"]) * (k["BN"] // k["TN"])
+
+
+def _warps(k: dict) -> int:
+    return (k["BM"] // k["WM"]) * (k["BN"] // k["WN"]) * 32
+
+
+def _warpgroups(k: dict) -> int:
+    return k["BM"] // 64 * 128
+
+
+def _smem_warptile(k: dict, size: int) -> int:
+    """Two buffers of A (transposed, rows padded by 16 bytes) and B."""
+    return 2 * k["BK"] * (k["BM"] + 16 // size + k["BN"]) * size
+
+
+def _smem_mma(k: dict, size: int) -> int:
+    """STAGES buffers of A and B, rows padded by 8 halves (ldmatrix without bank conflicts)."""
+    return k["STAGES"] * (k["BM"] * (k["BK"] + 8) + k["BK"] * (k["BN"] + 8)) * 2
+
+
+def _smem_wgmma(k: dict, size: int) -> int:
+    """STAGES buffers of 64-wide K slices of A and B (128-byte swizzle rows)."""
+    return k["STAGES"] * (k["BM"] + k["BN"]) * 64 * 2
+
+
 @dataclass(frozen=True)
 class Rung:
+    """One rung: its source, its -D knobs, and what a launch needs from them (``block_threads``,
+    ``smem``: dynamic shared memory in bytes from the knobs and the element size, None for static
+    only). ``model_op``: model ops run on it (the library and the top SIMT and tensor-core rungs)."""
+
     number: int
     slug: str
     source: str
@@ -234,6 +281,9 @@ class Rung:
     knobs: dict = field(default_factory=dict)
     dtypes: tuple = SIMT_DTYPES
     description: str = ""
+    block_threads: Callable[[dict], int] = _one_per_element
+    smem: Callable[[dict, int], int] | None = None
+    model_op: bool = False
 
     @property
     def name(self) -> str:
@@ -241,18 +291,7 @@ class Rung:
 
     @property
     def threads(self) -> int:
-        k = self.knobs
-        return {
-            1: lambda: k["BM"] * k["BN"],
-            2: lambda: k["BM"] * k["BN"],
-            3: lambda: k["TILE"] ** 2,
-            4: lambda: k["BM"] * k["BN"] // k["TM"],
-            5: lambda: (k["BM"] // k["TM"]) * (k["BN"] // k["TN"]),
-            6: lambda: (k["BM"] // k["TM"]) * (k["BN"] // k["TN"]),
-            7: lambda: (k["BM"] // k["WM"]) * (k["BN"] // k["WN"]) * 32,
-            8: lambda: (k["BM"] // k["WM"]) * (k["BN"] // k["WN"]) * 32,
-            9: lambda: k["BM"] // 64 * 128,
-        }[self.number]()
+        return self.block_threads(self.knobs)
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -262,15 +301,9 @@ class Rung:
 
     def dynamic_smem(self, dtype: str = "float32") -> int:
         """Dynamic shared memory per block in bytes (0: static only), 1 KiB of alignment slack included."""
-        k = self.knobs
-        if self.number == 7:  # two buffers of A (transposed, rows padded by 16 bytes) and B
-            size = 8 if dtype == "float64" else 4
-            return 2 * k["BK"] * (k["BM"] + 16 // size + k["BN"]) * size + 1024
-        if self.number == 8:
-            return k["STAGES"] * (k["BM"] * (k["BK"] + 8) + k["BK"] * (k["BN"] + 8)) * 2 + 1024
-        if self.number == 9:
-            return k["STAGES"] * (k["BM"] + k["BN"]) * 64 * 2 + 1024
-        return 0
+        if self.smem is None:
+            return 0
+        return self.smem(self.knobs, ITEMSIZE[_dtype_name(dtype)]) + 1024
 
     def function(self, dtype: str) -> str:
         return f"{self.kernel}_{SUFFIX[dtype]}"
@@ -281,25 +314,27 @@ RUNGS = [
          description="one thread per element of C, a warp along 32 rows (uncoalesced A loads and C stores)"),
     Rung(2, "coalesced", "gemm02_coalesced.cu", "gemm02_coalesced", {"BM": 8, "BN": 32},
          description="a warp along 32 columns of C: coalesced B loads and C stores, A broadcast"),
-    Rung(3, "smem-tiling", "gemm03_smem.cu", "gemm03_smem", {"TILE": 32},
+    Rung(3, "smem-tiling", "gemm03_smem.cu", "gemm03_smem", {"TILE": 32}, block_threads=_one_per_tile_element,
          description="32 x 32 tiles of A and B staged in shared memory, each element reused 32 times"),
     Rung(4, "1d-blocktiling", "gemm04_blocktile1d.cu", "gemm04_blocktile1d", {"BM": 64, "BN": 64, "BK": 8, "TM": 8},
+         block_threads=_rows_per_thread,
          description="8 rows of C per thread: each B value from shared memory reused 8 times from a register"),
     Rung(5, "2d-blocktiling", "gemm05_blocktile2d.cu", "gemm05_blocktile2d",
-         {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8},
+         {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}, block_threads=_tile_per_thread,
          description="8 x 8 of C per thread as outer products of register vectors (128 x 128 block tiles)"),
     Rung(6, "vectorized", "gemm06_vectorized.cu", "gemm06_vectorized",
-         {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8},
+         {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}, block_threads=_tile_per_thread, model_op=True,
          description="128-bit global and shared loads and stores (LDG/LDS/STG.128), A transposed in shared memory"),
     Rung(7, "warptiling", "gemm07_warptile.cu", "gemm07_warptile",
          {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 32, "TM": 4, "TN": 4, "LANES_N": 4},
+         block_threads=_warps, smem=_smem_warptile, model_op=True,
          description="warp tiles (conflict-free 128-bit shared loads) and double-buffered shared memory"),
     Rung(8, "mma-sync", "gemm08_mma.cu", "gemm08_mma",
          {"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 32, "STAGES": 3, "GROUP_M": 8},
-         dtypes=TC_DTYPES,
+         dtypes=TC_DTYPES, block_threads=_warps, smem=_smem_mma, model_op=True,
          description="tensor cores via mma.sync m16n8k16 (FP32 accumulate), 3-stage cp.async pipeline, ldmatrix"),
     Rung(9, "wgmma", "gemm09_wgmma.cu", "gemm09_wgmma", {"BM": 128, "BN": 256, "STAGES": 4, "GROUP_M": 8},
-         dtypes=TC_DTYPES,
+         dtypes=TC_DTYPES, block_threads=_warpgroups, smem=_smem_wgmma, model_op=True,
          description="Hopper wgmma m64n128k16 from 128-byte-swizzled shared memory, 4-stage cp.async pipeline"),
 ]  # fmt: skip
 BY_NUMBER = {r.number: r for r in RUNGS}
@@ -428,7 +463,7 @@ for _r in RUNGS:
             work=work,
             inputs=inputs,
             result_dtype=_result_dtype,
-            op="gemm" if _r.number >= 6 else None,  # model ops: the library and the top SIMT / tensor rungs
+            op="gemm" if _r.model_op else None,  # model ops: the library and the top SIMT / tensor rungs
             dtypes=_r.dtypes,
         )
     )
