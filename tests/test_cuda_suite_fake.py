@@ -4,6 +4,7 @@ the kernels' execution and the event timings are emulated, so nothing here looks
 
 import itertools
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -35,14 +36,26 @@ def _result(out):
     return f, json.loads(f.read_text())
 
 
-def test_the_whole_suite_runs_and_records_every_ceiling(env, monkeypatch, capsys):
-    fake = fake_gpu.FakeGPU(monkeypatch)
-    fake.install()
-    out = env / "results"
-    assert cli.main(["run", "--device", "cuda", "--quick", "--budget", "0.002", "--out", str(out)]) == 0, (
-        capsys.readouterr().err
-    )
+@pytest.fixture(scope="module")
+def quick_cuda(tmp_path_factory, cubin_cache):
+    """One quick GPU ceilings run on the stand-in (~18 s here), read by the tests that need a whole
+    run's result: the stand-in and the environment are undone as soon as it has finished."""
+    nvrtc_or_skip()
+    out = tmp_path_factory.mktemp("cuda-quick")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ROOFLAB_CACHE_DIR", str(cubin_cache))
+        mp.setenv("ROOFLAB_MACHINE", "fake-gpu")
+        fake = fake_gpu.FakeGPU(mp)
+        fake.install()
+        rc = cli.main(["run", "--device", "cuda", "--quick", "--budget", "0.002", "--out", str(out)])
+        launched = set(fake.launched)
+    assert rc == 0
     f, d = _result(out)
+    return SimpleNamespace(file=f, data=d, launched=launched)
+
+
+def test_the_whole_suite_runs_and_records_every_ceiling(env, quick_cuda):
+    f, d = quick_cuda.file, quick_cuda.data
     assert d["status"] == "complete" and d["errors"] == []
     assert all(r["verified"] for r in d["records"])
     names = {c["name"] for c in d["ceilings"]}
@@ -89,7 +102,7 @@ def test_the_whole_suite_runs_and_records_every_ceiling(env, monkeypatch, capsys
     # compiled has an emulation, and the launch paths are the launch family's variants
     compiled = {k for b in built.values() for k in b["resources"]}
     assert compiled and all(fake_gpu.emulation_for(k) for k in compiled)
-    assert {fake_gpu.emulation_for(k)[0] for k in compiled} >= fake.launched
+    assert {fake_gpu.emulation_for(k)[0] for k in compiled} >= quick_cuda.launched
     launches = {r["label"]: r for r in d["records"] if r["family"] == "launch"}
     assert {r["variant"] for r in launches.values()} == {
         "cuda.launch.01-enqueue",
@@ -146,10 +159,9 @@ def test_info_lists_the_gpu_with_its_peaks(env, monkeypatch, capsys):
     assert "theoretical float32: 4 SMs x 128 FP32 FMA/clk x 2 FLOP x 1.980 GHz" in out
 
 
-def test_model_ops_are_placed_on_the_gpu_ceilings(env, monkeypatch, capsys):
+def test_model_ops_are_placed_on_the_gpu_ceilings(env, monkeypatch, quick_cuda):
     fake_gpu.FakeGPU(monkeypatch).install()
     out = env / "results"
-    assert cli.main(["run", "--device", "cuda", "--quick", "--budget", "0.002", "--no-plot", "--out", str(out)]) == 0
     rc = cli.main(
         [
             "run",
@@ -163,6 +175,8 @@ def test_model_ops_are_placed_on_the_gpu_ceilings(env, monkeypatch, capsys):
             "--budget",
             "0.002",
             "--no-plot",
+            "--ceilings",
+            str(quick_cuda.file),
             "--out",
             str(out),
         ]
