@@ -57,10 +57,15 @@ class Plan:
     intensity_ws: int | None = None
     skip: set = field(default_factory=set)
     passes: int | None = None  # default: 2 with --quick, 3 in a full run
-    dram_extra_passes: int = 2  # DRAM-sized bandwidth cases again, inside and after the intensity sweep
+    # DRAM-sized bandwidth cases again, inside and after the intensity sweep; default: 2 with --quick
+    # (one DRAM size, 2 passes), 1 in a full run (3 sizes x 3 passes already; 2 more cost it 33 s)
+    dram_extra_passes: int | None = None
 
     def pass_count(self) -> int:
         return self.passes or (2 if self.quick else 3)
+
+    def extra_dram_count(self) -> int:
+        return self.dram_extra_passes if self.dram_extra_passes is not None else (2 if self.quick else 1)
 
     def thread_counts(self) -> list[int]:
         return sorted({1, self.threads_all})
@@ -363,8 +368,9 @@ def dram_extra_passes(plan: Plan, dram_cases: list[Case], sweep: list[Case]) -> 
     55 and 43 GB/s when each DRAM case was sampled in 2 bursts of ~0.1 s, both in the first 50 s.
     The fastest sample counts (roofline.best_of_passes), so bursts spread over the whole run
     (here 2 more: before the 2nd half of the intensity sweep and after it) find the quiet
-    moments of both runs. Napkin math: 8 DRAM cases x ~0.15 s = ~1.2 s per pass at 128 MiB."""
-    n = plan.dram_extra_passes if dram_cases else 0
+    moments of both runs. Napkin math: 8 DRAM cases x ~0.15 s = ~1.2 s per pass at 128 MiB (--quick);
+    a full run's 24 DRAM cases at up to 256 MiB take ~16 s per pass."""
+    n = plan.extra_dram_count() if dram_cases else 0
     if n <= 0:
         return []
     cut = [round(i * len(sweep) / n) for i in range(n + 1)]

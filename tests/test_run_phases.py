@@ -180,3 +180,15 @@ def test_dram_cases_get_two_more_passes_spread_through_the_intensity_sweep(tmp_p
     names = [p["name"] for p in d["phases"]["items"]]
     assert names.count("DRAM bandwidth, later passes") == 1
     assert next(p for p in d["phases"]["items"] if p["name"] == "DRAM bandwidth, later passes")["entered"] == 2
+
+
+def test_a_full_run_adds_one_dram_pass_after_the_sweep_and_quick_two():
+    from rooflab import suite_ceilings as sc
+
+    sweep, dram = list(range(14)), ["d"]
+    full = sc.dram_extra_passes(sc.Plan(threads_all=2, quick=False), dram, sweep)
+    assert full == [(sweep, False), ([], True)]
+    quick = sc.dram_extra_passes(sc.Plan(threads_all=2, quick=True), dram, sweep)
+    assert quick == [(sweep[:7], False), (sweep[7:], True), ([], True)]
+    assert sc.dram_extra_passes(sc.Plan(threads_all=2, quick=True, dram_extra_passes=0), dram, sweep) == []
+    assert sc.dram_extra_passes(sc.Plan(threads_all=2, quick=True), [], sweep) == []  # no DRAM in this run
