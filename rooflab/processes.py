@@ -39,26 +39,37 @@ def _record_fields():
 
 
 def _start(child: str, job: str) -> subprocess.Popen:
+    """A measuring interpreter with the job on its stdin; its stderr goes to a file (``proc.err``),
+    so warnings written while the others are read can never fill a pipe and stall it."""
+    import tempfile
+
+    err = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen(
-        [sys.executable, "-m", child],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-m", child], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True
     )
+    proc.err = err
     proc.stdin.write(job + "\n")
     proc.stdin.flush()
     return proc
 
 
-def _failed(case, proc: subprocess.Popen, timer, err: str | None = None) -> RooflabError:
+def _ready(proc: subprocess.Popen) -> bool:
+    """Read the child's stdout up to its READY line (False: it ended first)."""
+    for line in proc.stdout:
+        if line.strip() == READY:
+            return True
+    return False
+
+
+def _failed(case, proc: subprocess.Popen, timer) -> RooflabError:
     """The one error for a process that did not deliver (its last stderr line says why)."""
-    if err is None:
+    if proc.poll() is None:
         proc.kill()
-        _, err = proc.communicate()
+    proc.wait()
     if timer.fired:
         return RooflabError(f"{case.variant}: a measuring process ran past {TIMEOUT_S} s")
-    why = (err.strip().splitlines() or ["no output"])[-1]
+    proc.err.seek(0)
+    why = (proc.err.read().strip().splitlines() or ["no output"])[-1]
     return RooflabError(f"{case.variant}: a measuring process failed (exit {proc.returncode}): {why}")
 
 
@@ -94,16 +105,16 @@ def measure_in_processes(driver, case, processes: int, child: str):
             procs.append(_start(child, job))
             timers.append(watchdog(procs[-1]))
         for proc, timer in zip(procs, timers):  # every process prepared before the first measures
-            if proc.stdout.readline().strip() != READY:
+            if not _ready(proc):
                 raise _failed(case, proc, timer)
         for proc, timer in zip(procs, timers):
             proc.stdin.write(GO + "\n")
             proc.stdin.flush()
-            out, err = proc.communicate()
+            out, _ = proc.communicate()
             timer.cancel()
             lines = out.strip().splitlines()
             if timer.fired or proc.returncode != 0 or not lines:
-                raise _failed(case, proc, timer, err)
+                raise _failed(case, proc, timer)
             d = json.loads(lines[-1])
             rec = Record(**{k: v for k, v in d.items() if k in _record_fields()})
             if rec.status != "ok":
@@ -115,6 +126,7 @@ def measure_in_processes(driver, case, processes: int, child: str):
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
+            proc.err.close()
 
     def key(r):
         return (r.ns_per_launch or r.time_s)["median"]

@@ -259,3 +259,18 @@ def test_the_processes_prepare_together_and_measure_one_at_a_time(tmp_path, monk
     assert len(prepared) == 3 and len(measured) == 3 and {p for *_, p in measured} == set(prepared)
     assert max(prepared.values()) <= measured[0][0]  # every process ready before the first measures
     assert all(a[1] <= b[0] for a, b in zip(measured, measured[1:]))  # one at a time
+
+
+@pytest.mark.slow  # ~3 s: two interpreters start and measure
+def test_a_child_that_writes_much_to_stderr_does_not_stall(monkeypatch):
+    from dataclasses import replace
+
+    from rooflab import processes
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
+
+    monkeypatch.setattr(processes, "TIMEOUT_S", 60)  # a stalled pipe: killed, and the test fails
+    case = replace(latency.dispatch_cases(1)[0], timing={"reps": 200})
+    driver = Driver(cpu_backend(probe=False), Settings(budget_s=0.01, probe_clock=False))
+    rec = processes.measure_in_processes(driver, case, 2, child="tests.noisy_child")
+    assert rec.status == "ok" and rec.meta["processes"]["n"] == 2
