@@ -359,24 +359,20 @@ def remeasure_implausible(driver: Driver, writer, suite: list[Case], progress) -
     return again
 
 
-def dram_extra_passes(plan: Plan, dram_cases: list[Case], sweep: list[Case]) -> list[tuple[list[Case], bool]]:
-    """The intensity sweep cut into parts, each after a later pass of the DRAM-sized bandwidth
-    cases (``True``): [(part, True), ...]; [] when there is nothing to add.
+def intensity_parts(plan: Plan, sweep: list[Case], dram_cases: list[Case]) -> list[list[Case]]:
+    """The intensity sweep cut into as many parts as the run has later DRAM passes (one part when
+    it has none); ``run`` measures the DRAM-sized bandwidth cases again after each part.
 
     Why: DRAM is the roof a neighbour moves most (the host's other tenants share its memory
     controller and the L3). Two --quick runs 1 minute apart read DRAM update at 2 threads 46, 80,
     55 and 43 GB/s when each DRAM case was sampled in 2 bursts of ~0.1 s, both in the first 50 s.
     The fastest sample counts (roofline.best_of_passes), so bursts spread over the whole run
-    (here 2 more: before the 2nd half of the intensity sweep and after it) find the quiet
-    moments of both runs. Napkin math: 8 DRAM cases x ~0.15 s = ~1.2 s per pass at 128 MiB (--quick);
-    a full run's 24 DRAM cases at up to 256 MiB take ~16 s per pass."""
-    n = plan.extra_dram_count() if dram_cases else 0
-    if n <= 0:
-        return []
+    (--quick: half-way through the intensity sweep and after it) find the quiet moments of both
+    runs. Napkin math: 8 DRAM cases x ~0.15 s = ~1.2 s per pass at 128 MiB (--quick); a full run's
+    24 DRAM cases at up to 256 MiB take ~16 s per pass."""
+    n = max(1, plan.extra_dram_count()) if dram_cases else 1
     cut = [round(i * len(sweep) / n) for i in range(n + 1)]
-    parts = [(sweep[a:b], True) for a, b in zip(cut, cut[1:])]
-    # the first extra pass goes half-way through the sweep, the last one after it
-    return [(parts[0][0], False)] + [(p, True) for (p, _) in parts[1:]] + [([], True)]
+    return [sweep[a:b] for a, b in zip(cut, cut[1:])]
 
 
 def dram_plan(plan: Plan, caches: list[dict], probe=None) -> dict:
@@ -481,12 +477,12 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
     sweep = [] if "intensity" in plan.skip else intensity_cases(plan, l1, intensity_ws, l2)
     chases = [] if "chase" in plan.skip else chase_cases(plan, caches, max_ws, dram_from=d)
     dram_cases = [] if "bandwidth" in plan.skip or not d else bandwidth_cases(plan, [s for s in sizes if s >= d])
-    extra = dram_extra_passes(plan, dram_cases, sweep)
+    if not plan.extra_dram_count():
+        dram_cases = []
+    parts = intensity_parts(plan, sweep, dram_cases)
     passes = plan.pass_count()
     task = progress.start(
-        passes * (len(latency) + len(peaks) + len(bandwidth) + len(chases))
-        + len(sweep)
-        + sum(again for _, again in extra) * len(dram_cases)
+        passes * (len(latency) + len(peaks) + len(bandwidth) + len(chases)) + len(sweep) + len(parts) * len(dram_cases)
     )
     writer.save()
     for _ in range(passes):  # each ceiling in several passes spread over the run (see derive_ceilings)
@@ -498,13 +494,13 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
             driver.run(bandwidth, writer, progress)
         with ph("memory latency (chase)"):
             driver.run(chases, writer, progress)  # latency per level too: its fastest pass per size
-    for part, dram_pass in extra or [(sweep, False)]:
-        if dram_pass:
-            with ph("DRAM bandwidth, later passes"):
-                driver.run(dram_cases, writer, progress)
+    for part in parts:  # each part of the sweep, then the DRAM cases once more
         if part:
             with ph("intensity sweep"):
                 driver.run(part, writer, progress)
+        if dram_cases:
+            with ph("DRAM bandwidth, later passes"):
+                driver.run(dram_cases, writer, progress)
     with ph("ceilings"):
         writer.data["sweeps"]["intensity"] = best_sweep_points(writer.data["sweeps"]["intensity"])
         set_theoretical(machine["cpu"], driver.best_clock)

@@ -186,9 +186,9 @@ def test_a_full_run_adds_one_dram_pass_after_the_sweep_and_quick_two():
     from rooflab import suite_ceilings as sc
 
     sweep, dram = list(range(14)), ["d"]
-    full = sc.dram_extra_passes(sc.Plan(threads_all=2, quick=False), dram, sweep)
-    assert full == [(sweep, False), ([], True)]
-    quick = sc.dram_extra_passes(sc.Plan(threads_all=2, quick=True), dram, sweep)
-    assert quick == [(sweep[:7], False), (sweep[7:], True), ([], True)]
-    assert sc.dram_extra_passes(sc.Plan(threads_all=2, quick=True, dram_extra_passes=0), dram, sweep) == []
-    assert sc.dram_extra_passes(sc.Plan(threads_all=2, quick=True), [], sweep) == []  # no DRAM in this run
+    assert sc.intensity_parts(sc.Plan(threads_all=2, quick=False), sweep, dram) == [sweep]  # then 1 DRAM pass
+    assert sc.intensity_parts(sc.Plan(threads_all=2, quick=True), sweep, dram) == [sweep[:7], sweep[7:]]
+    assert sc.Plan(threads_all=2, quick=True).extra_dram_count() == 2
+    assert sc.Plan(threads_all=2, quick=False).extra_dram_count() == 1
+    assert sc.Plan(threads_all=2, quick=True, dram_extra_passes=0).extra_dram_count() == 0
+    assert sc.intensity_parts(sc.Plan(threads_all=2, quick=True), sweep, []) == [sweep]  # no DRAM in this run
