@@ -26,6 +26,9 @@ class Backend:
     calibrate: Callable  # calibrate(make_call(reps) -> call, target_s) -> reps
     threads: Callable = lambda n: contextlib.nullcontext(n)  # context manager limiting the pools
     clock: Callable | None = None  # clock(threads) -> per-thread GHz list, or None
+    # unit_clock(call, threads) -> per-thread GHz while ``call``'s unit runs (a peak kernel's
+    # licence clock), or None: asked for by cases with ``timing: {"unit_clock": True}``
+    unit_clock: Callable | None = None
     after_verify: Callable | None = None  # extra fields from the inputs after a run (GPU SM clock)
     # isolate(driver, case, processes) -> Record: a case whose figure is drawn once per process
     # (``timing: {"processes": N}``), measured in N fresh interpreters; None: measured in this one

@@ -377,11 +377,13 @@ def _add_phase(writer, name: str, seconds: float) -> None:
     writer.save()
 
 
-def _previous_same_kind(out: Path, data: dict, path: Path):
-    """The newest earlier finished result of the same suite, device and --quick on this machine."""
+def _earlier_same_kind(out: Path, data: dict, path: Path, n: int = 1) -> list[tuple[Path, dict]]:
+    """The newest ``n`` earlier finished results of the same suite, device and --quick on this
+    machine, oldest first."""
     from .results import load, previous_results
 
     prev = previous_results(out, data["machine"]["id"], data["suite"], data["device"], path)
+    found = []
     for p in reversed([p for p in prev if p.name < Path(path).name]):  # not a run started after this one
         try:
             old = load(p)
@@ -390,25 +392,45 @@ def _previous_same_kind(out: Path, data: dict, path: Path):
         if old.get("status", "").startswith("complete") and old.get("config", {}).get("quick") == data["config"].get(
             "quick"
         ):
-            return p, old
-    return None, None
+            found.append((p, old))
+            if len(found) >= n:
+                break
+    return found[::-1]
+
+
+def _previous_same_kind(out: Path, data: dict, path: Path):
+    """The newest earlier finished result of the same suite, device and --quick on this machine."""
+    found = _earlier_same_kind(out, data, path)
+    return found[-1] if found else (None, None)
 
 
 def _agreement(writer, out: Path) -> str:
     """Compare with the previous finished run of the same suite on this machine (same --quick):
-    every ceiling that moved by more than AGREEMENT is flagged in the result (``moved``) and in the
-    summary, and named in the line returned (always one line, also when there is nothing to
+    each ceiling first gets its interval (rooflab/intervals.py: this run's spread and the earlier
+    runs of this kind in the folder); every ceiling outside the previous run's interval (beyond
+    AGREEMENT where that run has none) is flagged in the result (``moved``) and in the summary, and named in the line returned (always one line, also when there is nothing to
     compare with)."""
+    from .intervals import HISTORY, inside, set_intervals
+
     data = writer.data
-    prev, old = _previous_same_kind(out, data, writer.path)
+    earlier = _earlier_same_kind(out, data, writer.path, HISTORY)
+    prev, old = earlier[-1] if earlier else (None, None)
     kind = "quick" if data["config"].get("quick") else "full"
     if not data.get("ceilings"):
         return "consistency: no ceilings in this run to compare"
+    set_intervals(data["ceilings"], [d for _, d in earlier])
+    writer.save()
     if prev is None:
         return f"consistency: no earlier finished {kind} run of this suite in {out} to compare with"
     rows = roofline.compare_ceilings([old, data])
     by_name = {c["name"]: c for c in data["ceilings"]}
-    movers = [r for r in rows if r["ratios"][-1] is not None and abs(r["ratios"][-1] - 1) > AGREEMENT]
+    old_by_name = {c["name"]: c for c in old.get("ceilings", [])}
+
+    def moved(r) -> bool:  # outside the previous run's interval; a run without intervals: beyond AGREEMENT
+        ok = inside(old_by_name.get(r["name"], {}), r["values"][-1])
+        return (abs(r["ratios"][-1] - 1) > AGREEMENT) if ok is None else not ok
+
+    movers = [r for r in rows if r["ratios"][-1] is not None and moved(r)]
     for r in movers:
         c = by_name.get(r["name"])
         if c is not None:
@@ -416,7 +438,7 @@ def _agreement(writer, out: Path) -> str:
     compared = sum(r["ratios"][-1] is not None for r in rows)
     data["agreement"] = {
         "previous": str(prev),
-        "tolerance": AGREEMENT,
+        "tolerance": f"the previous run's interval of each ceiling (rooflab/intervals.py), else {AGREEMENT:.0%}",
         "disagreeing": [{"name": r["name"], "ratio": r["ratios"][-1]} for r in movers],
         "compared": compared,
         "agreeing_share": (compared - len(movers)) / compared if compared else None,
@@ -424,10 +446,8 @@ def _agreement(writer, out: Path) -> str:
     writer.save()
     if movers:
         names = ", ".join(f"{r['name']} ({r['ratios'][-1] - 1:+.0%})" for r in movers)
-        return (
-            f"noisy: {len(movers)} of {compared} ceilings moved by more than {AGREEMENT:.0%} from {prev.name}: {names}"
-        )
-    return f"consistent: all {compared} ceilings within {AGREEMENT:.0%} of {prev.name}"
+        return f"noisy: {len(movers)} of {compared} ceilings moved outside {prev.name}'s intervals: {names}"
+    return f"consistent: all {compared} ceilings inside {prev.name}'s intervals"
 
 
 # ---- plot --------------------------------------------------------------------------------------
@@ -480,7 +500,13 @@ def cmd_compare(args) -> int:
     kinds = {d.get("device") for d in data}
     if len(kinds) > 1:
         print(f"note: comparing different devices ({', '.join(sorted(kinds))})", file=sys.stderr)
+    from .intervals import inside
+
+    machines = {(d["machine"].get("cpu") or {}).get("model") or d["machine"]["id"] for d in data}
+    if len(machines) > 1:
+        print(f"note: these results come from different machines ({', '.join(sorted(machines))})", file=sys.stderr)
     rows = roofline.compare_ceilings(data)
+    base = {c["name"]: c for c in data[0]["ceilings"]}
     thr = args.threshold / 100
     t = Table(title="Ceilings: " + " vs ".join(f"{d['machine']['id']} {d.get('started', '')[:16]}" for d in data))
     t.add_column("ceiling")
@@ -489,7 +515,7 @@ def cmd_compare(args) -> int:
         t.add_column(chr(65 + i), justify="right")
         if i:
             t.add_column(f"{chr(65 + i)}/A", justify="right")
-    regressions, missing = [], 0
+    regressions, missing, held, untrue = [], 0, [], []
     for r in rows:
         cells = [r["name"], r["unit"], f"{r['values'][0]:.4g}"]
         for v, ratio in zip(r["values"][1:], r["ratios"]):
@@ -498,6 +524,12 @@ def cmd_compare(args) -> int:
                 missing += 1
                 continue
             worse = (ratio > 1 + thr) if r["lower_is_better"] else (ratio < 1 - thr)
+            if worse and base[r["name"]].get("implausible"):  # A's figure cannot be true: no baseline
+                worse = False
+                untrue.append(r["name"])
+            elif worse and inside(base[r["name"]], v):  # inside A's interval: the run-to-run spread
+                worse = False
+                held.append(r["name"])
             if worse:
                 regressions.append(r["name"])
             cells += [f"{v:.4g}", f"[red]{ratio:.3f}[/red]" if worse else f"{ratio:.3f}"]
@@ -505,6 +537,14 @@ def cmd_compare(args) -> int:
     _console().print(t)
     if missing:
         print(f"{missing} ceiling(s) of A have no counterpart in the other file(s) (shown as -): not compared")
+    if held:
+        print(
+            f"{len(held)} move(s) beyond {args.threshold:g}% stay inside A's interval (its run-to-run spread): not regressions"
+        )
+    if untrue:
+        print(
+            f"{len(untrue)} ceiling(s) of A cannot be true (flagged in A): not compared: {', '.join(sorted(set(untrue)))}"
+        )
     if regressions:
         print(f"regressed beyond {args.threshold:g}%: {len(regressions)} ceiling(s):")
         for name in regressions:  # every one, never a cut list

@@ -199,6 +199,7 @@ class Driver:
         max_attempts: int | None = None,
         flush: Callable | None = None,
         rotation: list[tuple] | None = None,
+        unit_clock: bool = False,
     ) -> Record:
         """Verify, calibrate, time with contention checks. Never raises for a wrong kernel: the
         record then has status 'failed' and the error, and no figures.
@@ -246,7 +247,7 @@ class Driver:
         target = s.target_s if target_s is None else target_s
         try:
             attempts, reps = self._time(
-                variant, copies, params, threads, reps, target, budget, nmin, cvmax, attempts_max, flush
+                variant, copies, params, threads, reps, target, budget, nmin, cvmax, attempts_max, flush, unit_clock
             )
         except RooflabError as e:  # e.g. a launch that fails only at the timed size
             rec.status, rec.error = "failed", str(e)
@@ -267,6 +268,8 @@ class Driver:
                 "after": best["after"],
                 "best_in_run": self.best_clock.get(threads),
             }
+        if attempts[-1].get("unit") is not None:  # the clock while this kernel's unit ran
+            rec.clock_ghz = {**(rec.clock_ghz or {}), "unit": attempts[-1]["unit"]}
         rec.noisy = bool(best["noise_reasons"])
         rec.noise_reasons = best["noise_reasons"]
         rec.attempts = [
@@ -279,7 +282,9 @@ class Driver:
             rec.meta.update(_jsonable(variant.after_run(*inputs) or {}))
         return rec
 
-    def _time(self, variant, copies, params, threads, reps, target, budget, nmin, cvmax, attempts_max, flush=None):
+    def _time(
+        self, variant, copies, params, threads, reps, target, budget, nmin, cvmax, attempts_max, flush=None, unit=False
+    ):
         """``copies``: the inputs, then any rotation copies; a sample runs each once, charged per copy."""
         with self.backend.threads(threads):
 
@@ -305,6 +310,8 @@ class Driver:
                 attempts.append(self._attempt(seconds, before, after, threads, cvmax))
                 if not attempts[-1]["noise_reasons"]:
                     break
+            if unit and self.settings.probe_clock and self.backend.unit_clock:
+                attempts[-1]["unit"] = self.backend.unit_clock(call, threads)
         return attempts, reps
 
     def _attempt(self, seconds, before, after, threads, cvmax) -> dict:

@@ -27,6 +27,8 @@ from statistics import median
 
 import numpy as np
 
+from .cpu.caches import UNKNOWN_CACHES_DRAM_FROM, capacity  # noqa: F401  (one description of the caches)
+
 BANDWIDTH_UNIT = "GB/s"
 COMPUTE_UNIT = "GFLOP/s"
 LATENCY_UNIT = "ns"
@@ -42,15 +44,6 @@ def point_stats(values: list[float]) -> dict:
         "max": float(max(values)),
         "n_points": len(values),
     }
-
-
-def capacity(cache: dict, threads: int) -> int:
-    """Bytes of this level available to ``threads`` threads (one per core)."""
-    if cache.get("private", False):
-        return cache["size_bytes"] * min(threads, cache.get("instances", threads))
-    per = max(cache.get("shared_by_cpus", 1), 1)
-    instances_used = max(1, math.ceil(threads / per)) if cache.get("instances", 1) > 1 else 1
-    return cache["size_bytes"] * min(instances_used, cache.get("instances", 1))
 
 
 def level_windows(caches: list[dict], threads: int) -> list[dict]:
@@ -74,9 +67,6 @@ def level_windows(caches: list[dict], threads: int) -> list[dict]:
         out[-1]["hi"] = min(out[-1]["hi"], measured / 4)
     out.append({"level": "DRAM", "lo": dram_lo, "hi": None, "os_bytes": None})
     return out
-
-
-UNKNOWN_CACHES_DRAM_FROM = 1 << 30
 
 
 def _in_window(size: float, w: dict) -> bool:
@@ -320,6 +310,11 @@ def ceiling_notes(c: dict) -> list[str]:
         at = (
             f" at the measured {c['theoretical_clock_ghz']:.3f} GHz" if c.get("theoretical_clock") == "measured" else ""
         )
+        src = c.get("theoretical_clock_source") or ""
+        if c.get("theoretical_clock_ghz") and src:  # a CPU peak: which clock its theoretical rate used
+            at = (
+                f" at {c['theoretical_clock_ghz']:.2f} GHz ({'unit' if src.startswith('FMA unit') else 'scalar'} clock)"
+            )
         notes.append(f"{c['fraction_of_theoretical']:.0%} of theoretical{at}")
     if c.get("above_105pct_of_theoretical"):
         notes.append(">105% of theoretical")

@@ -140,6 +140,7 @@ def peak_case(dtype: str, threads: int, l1_bytes: int, K: int, S: int) -> Case:
         verify_params={"reps": 2},
         label=f"FMA peak {dtype} K={K} {threads}T",
         meta={"kernel": "fma", "block_bytes": block * np.dtype(dtype).itemsize},
+        timing={"unit_clock": True},  # the clock while the FMA unit runs: its theoretical rate's clock
     )
 
 
@@ -248,6 +249,37 @@ def set_theoretical(cpu: dict, best_clock: dict) -> None:
     cpu["theoretical"] = peaks_at_clocks(cpu, best_clock, "best running clock probed in the run, per thread count")
 
 
+def set_unit_clocks(cpu: dict, records: list[dict]) -> None:
+    """Each FMA peak's theoretical rate at the clock its unit ran at: the best clock probed right
+    after its kernel (rooflab.cpu.clock.probe_unit_clock) over the run's FMA records of that dtype
+    and thread count, the slowest thread's. A Xeon's cores run zmm FMAs at 3.4-3.5 GHz against a
+    3.9-4.0 GHz scalar clock: judged at the scalar clock every quiet peak read 83-90 %. Peaks
+    whose unit clock was not probed keep the scalar clock and say so."""
+    from .cpu.clock import UNIT_METHOD
+    from .cpu.machine import theoretical_peak
+
+    theo = cpu.get("theoretical") or {}
+    for p in theo.get("peaks", []):
+        units = [
+            min(r["clock_ghz"]["unit"])
+            for r in records
+            if r.get("family") == "ert"
+            and r.get("kernel") == "fma"
+            and r.get("status") == "ok"
+            and r["dtype"] == p["dtype"]
+            and r["threads"] == p["threads"]
+            and (r.get("clock_ghz") or {}).get("unit")
+        ]
+        p.setdefault("scalar_clock_ghz", p["clock_ghz"])
+        if not units:
+            p["clock_source"] = "scalar clock (dependent adds): this unit's own clock was not probed"
+            continue
+        cores = min(p["threads"], cpu.get("physical_cores") or p["threads"])
+        at = theoretical_peak(cores, max(units), cpu["fma_units"], 8 if p["dtype"] == "float64" else 4)
+        if at:
+            p.update(at, clock_ghz=max(units), clock_source=f"FMA unit clock: {UNIT_METHOD}")
+
+
 def peak_notes(ceilings: list[dict], cpu: dict) -> list[str]:
     """A compute ceiling above 105 % of its theoretical peak: say which clock its own FMA rate
     implies, so a contended probe and a counting bug can be told apart."""
@@ -276,6 +308,7 @@ def derive_ceilings(data: dict) -> list[dict]:
     machine = data["machine"]
     caches = machine["cpu"]["caches"]
     theo = {(p["dtype"], p["threads"]): p for p in machine["cpu"].get("theoretical", {}).get("peaks", [])}
+    theo_src = machine["cpu"].get("theoretical", {}).get("clock_source")
     out: list[dict] = []
     recs = [r for r in data["records"] if r.get("status") == "ok"]
     # compute peaks: best median over the (K, S) configurations
@@ -312,6 +345,8 @@ def derive_ceilings(data: dict) -> list[dict]:
             t = theo.get((dtype, threads))
             if t:
                 c["theoretical"] = t["gflops"]
+                c["theoretical_clock_ghz"] = t.get("clock_ghz")
+                c["theoretical_clock_source"] = t.get("clock_source") or theo_src
                 c["fraction_of_theoretical"] = c["value"] / t["gflops"]
                 c["above_105pct_of_theoretical"] = c["value"] > 1.05 * t["gflops"]
             out.append(c)
@@ -429,6 +464,24 @@ def _say(writer, note: str) -> None:
     print(f"rooflab: {note}", file=sys.stderr, flush=True)
 
 
+def skip_what_cannot_run(plan: Plan, cpu: dict, writer) -> Plan:
+    """Each problem of the machine description in one line (rooflab.cpu.machine.describe_cpu left
+    the absurd part out); the phases this CPU cannot run are skipped and the result says so: no
+    FMA instructions (an x86 before Haswell/Piledriver), no FMA peaks and no intensity sweep (its
+    kernels are FMA chains: LLVM would turn each into a libm call)."""
+    from dataclasses import replace
+
+    from .cpu.machine import has_fma
+
+    for p in cpu.get("problems") or []:
+        _say(writer, f"machine description: {p}")
+    if has_fma(cpu) or {"compute", "intensity"} <= plan.skip:
+        return plan
+    _say(writer, "skipped: the FMA peaks and the intensity sweep (this CPU has no FMA instructions)")
+    writer.data.setdefault("skipped", []).extend(["FMA peaks", "intensity sweep"])
+    return replace(plan, skip=plan.skip | {"compute", "intensity"})
+
+
 def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
     """Measure everything in ``plan`` and store ceilings; the writer saves after every step and
     ``writer.data["phases"]`` says where the time went."""
@@ -438,6 +491,7 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
     caches = machine["cpu"]["caches"]
     l1 = caches[0]["size_bytes"] if caches else 32 << 10
     ph = Phases(writer.data, writer.save)
+    plan = skip_what_cannot_run(plan, machine["cpu"], writer)
     if not caches:
         _say(
             writer,
@@ -504,6 +558,7 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
     with ph("ceilings"):
         writer.data["sweeps"]["intensity"] = best_sweep_points(writer.data["sweeps"]["intensity"])
         set_theoretical(machine["cpu"], driver.best_clock)
+        set_unit_clocks(machine["cpu"], writer.data["records"])
         writer.data["ceilings"] = derive_ceilings(writer.data)
     if roofline.implausible(writer.data["ceilings"]):  # a phase only when there is something to re-measure
         with ph("re-measure of ceilings that cannot be true"):

@@ -24,6 +24,7 @@ import math
 from dataclasses import replace
 
 from . import roofline
+from .cpu.caches import FALLBACK_LLC, CacheMap
 from .driver import Driver
 from .kernels.cpu import stream
 from .memory import fmt_bytes, require_fits
@@ -43,7 +44,7 @@ def window_size(w: dict, llc: int | None) -> int:
     [lo, hi]; L1 (lo = 0) at 3/4 of its top, leaving room for the arrays' rounding up to whole cache
     lines; DRAM at its lower edge (4x the LLC, STREAM's rule)."""
     if w["hi"] is None:
-        size = w["lo"] if w["lo"] else 4 * (llc or (32 << 20))
+        size = w["lo"] if w["lo"] else 4 * (llc or FALLBACK_LLC)
         return -(-int(size) // 4096) * 4096
     size = 0.75 * w["hi"] if not w["lo"] else math.sqrt(w["lo"] * w["hi"])
     return max(4096, int(size) // 4096 * 4096)
@@ -95,7 +96,7 @@ def peak_case(dtype: str, threads: int, l1_bytes: int) -> Case:
 
 
 def cases(threads_all: int, caches: list[dict]) -> list[Case]:
-    llc = caches[-1]["size_bytes"] if caches else None
+    llc = CacheMap(caches).llc_bytes() if caches else None
     l1 = caches[0]["size_bytes"] if caches else 32 << 10
     plan = Plan(threads_all=threads_all, quick=True, passes=1)
     peaks = [peak_case(dtype, t, l1) for dtype in ("float64", "float32") for t in plan.thread_counts()]

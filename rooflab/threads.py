@@ -13,11 +13,17 @@ from .cpu.machine import physical_cores, usable_cpus
 from .errors import RooflabError
 
 
+def threads_for(logical: int, physical: int, pool: int) -> int:
+    """Threads a measurement may use on a machine: one per usable physical core (no SMT siblings),
+    within numba's pool (``pool``)."""
+    return max(1, min(pool, logical, max(1, physical)))
+
+
 def max_threads() -> int:
-    """Threads a measurement may use: one per usable physical core (no SMT siblings)."""
+    """This host's ``threads_for``."""
     import numba
 
-    return min(numba.config.NUMBA_NUM_THREADS, len(usable_cpus()), max(1, physical_cores()))
+    return threads_for(len(usable_cpus()), physical_cores(), numba.config.NUMBA_NUM_THREADS)
 
 
 def check_threads(n: int) -> int:

@@ -66,9 +66,11 @@ def _array_bytes(case) -> int:
 def big_llc(monkeypatch):
     """The issue's VM: the OS reports a 480 MiB L3 (4x = 1.9 GiB per array); plenty of free memory."""
     from rooflab import memory
+    from rooflab.cpu.caches import CacheMap
     from rooflab.families import elementwise
 
-    monkeypatch.setattr(elementwise, "_llc_bytes", lambda: 480 << 20)
+    llc = {"name": "L3", "level": 3, "size_bytes": 480 << 20, "private": False, "instances": 1}
+    monkeypatch.setattr(elementwise, "_caches", lambda: CacheMap([llc]))  # no probe: 4x the OS LLC
     monkeypatch.setattr(memory, "available_bytes", lambda: 64 << 30)
     yield
     memory.set_working_set_limit(None)

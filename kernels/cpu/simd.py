@@ -86,20 +86,27 @@ def _target_features() -> str:
     return feats
 
 
-def _detect_bits() -> int:
-    forced = os.environ.get("ROOFLAB_SIMD_BITS")
+def bits_for(features: str, forced: str | None = None, prefer_256: bool = False) -> int:
+    """The vector width the kernels are built for, from LLVM's feature string ('+avx2,-avx512f,...')
+    and the two settings: the rule every machine's build follows (tests/test_machine_profiles.py)."""
     if forced:
         if forced not in ("128", "256", "512"):
             from rooflab.errors import RooflabError
 
             raise RooflabError(f"ROOFLAB_SIMD_BITS={forced!r} is not a vector width", "use 128, 256 or 512")
         return int(forced)
-    feats = set(_target_features().split(","))
-    if "+avx512f" in feats and os.environ.get("ROOFLAB_PREFER_256") != "1":
+    feats = set(features.split(","))
+    if "+avx512f" in feats and not prefer_256:
         return 512
     if "+avx2" in feats or "+avx" in feats:
         return 256
     return 128
+
+
+def _detect_bits() -> int:
+    return bits_for(
+        _target_features(), os.environ.get("ROOFLAB_SIMD_BITS"), os.environ.get("ROOFLAB_PREFER_256") == "1"
+    )
 
 
 BITS = _detect_bits()

@@ -29,6 +29,15 @@ def probe_clock(threads: int, probes: int = PROBES) -> list[float] | None:
     return [float(x) for x in clock_probe.probe_clock(threads, probes=probes)["per_thread_ghz"]]
 
 
+def unit_clock(call, threads: int) -> list[float] | None:
+    """Per-thread clock while ``call``'s unit runs (rooflab.cpu.clock.probe_unit_clock)."""
+    from . import clock as clock_probe
+
+    if not clock_probe.supported():
+        return None
+    return [float(x) for x in clock_probe.probe_unit_clock(call, threads)["per_thread_ghz"]]
+
+
 def cpu_backend(probe: bool = True) -> Backend:
     def timer(call, budget_s, min_samples, flush=None):
         return time_cpu(call, budget_s=budget_s, min_samples=min_samples, flush=flush).seconds
@@ -42,6 +51,7 @@ def cpu_backend(probe: bool = True) -> Backend:
         calibrate=calibrate,
         threads=use_threads,
         clock=probe_clock if probe else None,
+        unit_clock=unit_clock if probe else None,
         isolate=isolate,
     )
 

@@ -98,6 +98,45 @@ def probe_clock(threads: int, probes: int = 9, probe_s: float = 0.001) -> dict:
     }
 
 
+UNIT_METHOD = (
+    "the unit's own kernel run for a burst, then a ~0.2 ms dependent-add chain timed on every thread at "
+    "once, best of k (a core keeps the clock of an AVX-512 or AMX licence for ~2 ms after the last heavy "
+    "instruction, so the chain counts the cycles of the clock that unit ran at)"
+)
+
+
+def probe_unit_clock(run_unit, threads: int, probes: int = 7, chain_s: float = 2e-4) -> dict:
+    """The running clock while a unit is busy: ``run_unit()`` (one timed call of its peak kernel,
+    milliseconds of FMAs or tile products on every thread) then one short add chain per thread,
+    ``probes`` times; each thread's best chain. On cores whose clock drops under a wide unit (an
+    Intel Xeon under zmm FMAs: 3.4-3.5 GHz against 3.9 scalar; under AMX 3.0-3.2) this is the
+    clock that unit's theoretical rate must use; where nothing drops it equals the scalar clock.
+
+    Returns {"per_thread_ghz", "ghz" (the slowest thread's best), "samples", "method"}; the
+    chains are verified like probe_clock's."""
+    from ..kernels.cpu import clock
+
+    if not clock.PROBES_SUPPORTED:
+        raise RooflabError("the per-thread clock probe needs Linux on x86-64", "the suite then uses the nominal clock")
+    with use_threads(threads):
+        s, e, _, _ = _run(2000, 2, threads)
+        ghz_guess = float(np.max(2000 * clock.ADDS_PER_BLOCK / np.maximum(e - s, 1)))
+        blocks = max(200, int(chain_s * ghz_guess * 1e9 / clock.ADDS_PER_BLOCK))
+        rows = []
+        for _ in range(probes):
+            run_unit()
+            s, e, _, _ = _run(blocks, 1, threads)
+            rows.append(blocks * clock.ADDS_PER_BLOCK / np.maximum(e[:, 0] - s[:, 0], 1))
+    ghz = np.array(rows).T  # [thread][probe]
+    best = ghz.max(axis=1)
+    return {
+        "per_thread_ghz": [float(g) for g in best],
+        "ghz": float(best.min()),
+        "samples": ghz.round(4).tolist(),
+        "method": UNIT_METHOD,
+    }
+
+
 def contended(probe: dict, drop: float = 0.85) -> list[int]:
     """Threads whose best probe is below ``drop`` x the best thread's: even their best 1 ms was
     shared with someone else (turbo differences between cores stay well inside 15 %)."""

@@ -316,7 +316,9 @@ def _classify(vendor: str, family: int | None, model: int | None, flags: set[str
     return None, None, None
 
 
-def fma_units(vendor: str, family: int | None, model: int | None, flags: set[str], brand: str = "") -> dict:
+def fma_units(
+    vendor: str, family: int | None, model: int | None, flags: set[str], brand: str = "", arch: str | None = None
+) -> dict:
     """FMA pipes per core and their effective width in bits, from the table above.
 
     Returns {"pipes", "width_bits", "uarch", "isa_bits", "source", "assumed", "assumed_why"}; pipes is
@@ -345,7 +347,8 @@ def fma_units(vendor: str, family: int | None, model: int | None, flags: set[str
             "source": u["source"],
         }
     generic = {"uarch": None, "isa_bits": isa, "assumed": True}
-    if "aarch64" in platform.machine().lower() or "arm" in (vendor or "").lower():
+    arch = (arch or platform.machine()).lower()
+    if "aarch64" in arch or "arm" in arch or "arm" in (vendor or "").lower():
         why = "Arm core: FMA pipe count not known to rooflab"
         return {"pipes": None, "width_bits": None, **generic, "assumed_why": why, "source": why}
     if isa and "fma" in flags:
@@ -396,8 +399,8 @@ def _cpuinfo() -> dict:
         return {}
 
 
-def _nominal_ghz(info: dict) -> tuple[float | None, str]:
-    base = _read(SYSFS_CPU / "cpu0" / "cpufreq" / "base_frequency")
+def _nominal_ghz(info: dict, root: Path = SYSFS_CPU) -> tuple[float | None, str]:
+    base = _read(root / "cpu0" / "cpufreq" / "base_frequency")
     if base:
         return int(base) / 1e6, "sysfs cpufreq base_frequency"
     adv = info.get("hz_advertised")
@@ -415,18 +418,62 @@ def memory_bytes() -> int | None:
     return meminfo("MemTotal")
 
 
-def describe_cpu() -> dict:
-    """The CPU side of the machine description (no measurement)."""
-    info = _cpuinfo()
-    cpus = usable_cpus()
+def read_numa(root: Path = SYSFS_CPU, cpus: list[int] | None = None) -> dict[str, list[int]]:
+    """NUMA node -> its usable CPUs, from sysfs (``root``/../node/nodeN/cpulist); {} where the OS
+    shows no nodes (the run then treats the machine as one node)."""
+    cpus = set(cpus if cpus is not None else usable_cpus())
+    out = {}
+    for d in sorted((root.parent / "node").glob("node[0-9]*"), key=lambda d: int(d.name[4:])):
+        listed = [c for c in parse_cpu_list(_read(d / "cpulist") or "") if c in cpus]
+        if listed:
+            out[d.name[4:]] = listed
+    return out
+
+
+def check_caches(caches: list[dict]) -> tuple[list[dict], list[str]]:
+    """The cache levels a run can plan with, and one line per level left out: a size of 0, or a
+    level not larger than the one below it (an L3 reported smaller than the L2 is a broken
+    description, not a cache the sweep can find). The levels below a bad one are kept."""
+    kept: list[dict] = []
+    problems: list[str] = []
+    for c in caches:
+        below = kept[-1] if kept else None
+        if c["size_bytes"] <= 0:
+            problems.append(f"the OS reports {c['name']} with size 0: {c['name']} and the levels above it left out")
+            break
+        if below and c["size_bytes"] <= below["size_bytes"]:
+            problems.append(
+                f"the OS reports {c['name']} ({c['size_bytes'] >> 10} KiB) no larger than {below['name']} "
+                f"({below['size_bytes'] >> 10} KiB): {c['name']} and the levels above it left out"
+            )
+            break
+        kept.append(c)
+    return kept, problems
+
+
+def describe_cpu(info: dict | None = None, root: Path = SYSFS_CPU, cpus: list[int] | None = None) -> dict:
+    """The CPU side of the machine description (no measurement). ``info`` (py-cpuinfo's dict),
+    ``root`` (the sysfs cpu tree) and ``cpus`` default to this host's; tests pass recorded or
+    written machines (tests/machines). ``problems``: one line per part of the description that was
+    absurd and left out (the run says each and goes on with the rest)."""
+    info = _cpuinfo() if info is None else info
+    cpus = usable_cpus() if cpus is None else cpus
     flags = set(info.get("flags", []))
     vendor = info.get("vendor_id_raw", "") or ""
     family = info.get("family")
     model = info.get("model")
     brand = info.get("brand_raw") or platform.processor() or platform.machine()
-    units = fma_units(vendor, family, model, flags, brand)
-    nominal, nominal_src = _nominal_ghz(info)
-    cores = physical_cores(cpus=cpus)
+    arch = info.get("arch_string_raw") or platform.machine()
+    units = fma_units(vendor, family, model, flags, brand, arch)
+    nominal, nominal_src = _nominal_ghz(info, root)
+    caches, problems = check_caches(read_caches(root, cpus))
+    cores = physical_cores(root, cpus) if cpus else 0
+    if cores < 1:
+        problems.append("the OS reports 0 usable cores: 1 assumed")
+        cores = 1
+    if "x86" in arch.lower() or "amd64" in arch.lower():
+        if "fma" not in flags:
+            problems.append("this CPU has no FMA instructions: the FMA peaks are skipped")
     simd = sorted(
         f for f in flags if f in ("sse4_2", "avx", "avx2", "fma") or f.startswith("avx512") or f.startswith("amx")
     )
@@ -435,17 +482,26 @@ def describe_cpu() -> dict:
         "vendor": vendor,
         "family": family,
         "model_number": model,
-        "arch": platform.machine(),
-        "usable_cpus": cpus,
+        "arch": arch,
+        "usable_cpus": list(cpus),
         "logical_cpus": len(cpus),
         "physical_cores": cores,
+        "numa_nodes": read_numa(root, cpus),
         "simd": simd,
-        "caches": read_caches(cpus=cpus),
+        "caches": caches,
         "fma_units": units,
         "nominal_ghz": nominal,
         "nominal_ghz_source": nominal_src,
         "hypervisor": "hypervisor" in flags,
+        "problems": problems,
     }
+
+
+def has_fma(cpu: dict) -> bool:
+    """Whether the FMA peak kernels can run: x86 needs the ``fma`` flag (an Arm core always has
+    fused multiply-add in its vector unit)."""
+    arch = (cpu.get("arch") or "").lower()
+    return not ("x86" in arch or "amd64" in arch) or "fma" in cpu.get("simd", [])
 
 
 def peaks_at_clocks(cpu: dict, clocks: dict, clock_source: str = "measured running clock") -> dict:

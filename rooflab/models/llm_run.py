@@ -109,8 +109,9 @@ def _charged_cold(op: dict, phase_cold: bool) -> bool:
 def _llc(machine: dict, device: str) -> int:
     if device == "cuda":
         return (machine.get("gpu") or {}).get("l2_bytes") or (50 << 20)
-    caches = machine["cpu"]["caches"]
-    return caches[-1]["size_bytes"] if caches else 32 << 20
+    from ..cpu.caches import CacheMap
+
+    return CacheMap.of(machine).llc_bytes()
 
 
 def measure_distinct(ops_all, roofs, *, device, threads, quick, machine, own, execute, progress=None):

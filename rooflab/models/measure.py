@@ -45,8 +45,9 @@ def flusher(device: str, machine: dict):
         from ..cuda import timing as gtime
 
         return gtime.flusher((machine.get("gpu") or {}).get("l2_bytes") or (50 << 20))
-    caches = machine["cpu"]["caches"]
-    llc = caches[-1]["size_bytes"] if caches else 64 << 20
+    from ..cpu.caches import CacheMap
+
+    llc = CacheMap.of(machine).llc_bytes()
     buf = aligned_empty(min(max(2 * llc, 64 << 20), 1 << 30) // 8, np.float64)
     buf[:] = 0.0
 

@@ -3,8 +3,8 @@
 For an op with F FLOPs, minimum bytes B (R read + W written) and measured time t, each roof
 predicts a time, and the class is the roof that explains the measured time:
   compute   t_c = F / peak(dtype executed, threads)
-  memory    t_m = B / BW(level, kernel)   level: the smallest cache whose capacity (for these
-            threads) holds B in a warm run, else DRAM/HBM (hierarchical roofline); kernel: the
+  memory    t_m = B / BW(level, kernel)   level: the nearest cache whose capacity (for these
+            threads, as the ceilings run measured it: rooflab/cpu/caches.py) holds B in a warm run, else DRAM/HBM (hierarchical roofline); kernel: the
             STREAM kernel with the op's read/write mix (read-only -> read; R <= 1.5 W -> copy;
             else triad), not the in-place `update` an op that writes a new output cannot reach
   latency   t_l = dispatches x the measured dispatch latency of the path the op takes (numpy or
@@ -24,8 +24,9 @@ import csv
 import io
 import math
 
+from ..cpu.caches import CacheMap
 from ..errors import RooflabError
-from ..roofline import Roofline, capacity
+from ..roofline import Roofline
 
 BELOW_ROOF = 0.5
 ABOVE_ROOF = 1.05  # an op faster than its roof by more than timing noise: the roof (or the count) is wrong
@@ -74,12 +75,10 @@ def stream_kernel_for(read: float, written: float) -> str:
     return "copy" if read <= 1.5 * written else "triad"
 
 
-def level_for(nbytes: float, caches: list[dict], threads: int, main: str = "DRAM") -> str:
-    """The smallest memory level whose capacity for ``threads`` threads holds ``nbytes``."""
-    for c in caches:
-        if nbytes <= capacity(c, max(threads, 1)):
-            return c["name"]
-    return main
+def level_for(nbytes: float, caches: list[dict], threads: int, main: str = "DRAM", ceilings=()) -> str:
+    """The nearest memory level that holds ``nbytes`` for ``threads`` threads, as a ceilings run
+    measured it where ``ceilings`` has its plateaus (rooflab.cpu.caches: one description)."""
+    return CacheMap(list(caches), list(ceilings)).level_for(nbytes, threads, main=main)
 
 
 class Roofs:
@@ -130,7 +129,11 @@ class Roofs:
 
     def memory(self, read: float, written: float, cold: bool = False) -> dict:
         kernel = stream_kernel_for(read, written)
-        level = self.main if cold else level_for(read + written, self.caches, self.threads or 1, self.main)
+        level = (
+            self.main
+            if cold
+            else CacheMap(self.caches, self.rf.ceilings).level_for(read + written, self.threads or 1, kernel, self.main)
+        )
         cands = [
             c
             for c in self.rf.ceilings

@@ -183,10 +183,9 @@ def cases(
     at most ``max_bytes``, 1 thread (latency is per core); huge pages in --quick, both page sizes
     in a full run (the difference is the page walk)."""
     if llc is None:
-        from ...cpu.machine import read_caches
+        from ...cpu.caches import llc_bytes
 
-        caches = read_caches()
-        llc = caches[-1]["size_bytes"] if caches else 32 << 20
+        llc = llc_bytes()
     if max_bytes is None:  # the family suite: the run's --max-working-set
         from ...memory import working_set_limit
 

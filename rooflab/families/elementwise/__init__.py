@@ -31,7 +31,6 @@ numba call doing all N: the time of the first grows by one ufunc dispatch per op
 from __future__ import annotations
 
 import math
-from functools import cache
 
 import numpy as np
 
@@ -347,33 +346,37 @@ def work(kind: str, main, reps: int = 1, layout: str = "NCHW", launches: int = 1
 # ---- the suite ------------------------------------------------------------------------------------
 
 
-@cache
-def _llc_bytes() -> int:
-    from ...cpu.machine import read_caches
+def _caches():
+    """This host's one cache description with where DRAM starts, probed once (rooflab/cpu/caches.py)."""
+    from ...cpu.caches import host_measured
 
-    caches = read_caches()
-    return caches[-1]["size_bytes"] if caches else 32 << 20
+    return host_measured()
 
 
-MIN_DRAM_ARRAY = 64 << 20  # arrays smaller than this (or 4x the LLC) would not measure DRAM
+def _dram_from() -> int:
+    return _caches().dram_from()
+
+
+MIN_DRAM_ARRAY = 64 << 20  # arrays smaller than this would not measure DRAM on any cache shipped today
 KERNEL_ARRAYS = 4  # the most arrays one case's kernel touches (bias_gelu_add: x, bias, residual, out)
 LIVE_ARRAYS = 6  # a case's arrays (up to 4: bias_gelu_add's x, bias, residual, out) + reference + temporaries
 
 
-def dram_numel(dtype: str, llc: int | None = None, cap: int | None = None) -> int:
-    """Elements per array so that each array is >= 4x the last-level cache (STREAM's rule), at
-    most ``cap`` bytes (memory.array_cap: --max-working-set, a quick run's budget, free memory)."""
-    llc = llc or _llc_bytes()
-    return int(min(4 * llc, cap or 4 * llc) // np.dtype(dtype).itemsize)
+def dram_numel(dtype: str, dram_from: int | None = None, cap: int | None = None) -> int:
+    """Elements per array so that each array reaches where DRAM starts on this machine (the DRAM
+    probe's measurement, else STREAM's 4x the OS LLC: rooflab/cpu/caches.py), at most ``cap`` bytes
+    (memory.array_cap: --max-working-set, a quick run's budget, free memory)."""
+    d = dram_from or _dram_from()
+    return int(min(d, cap or d) // np.dtype(dtype).itemsize)
 
 
 # ResNet-50 activations (C, H, W) per stage, where its batch norms run
 RESNET_STAGES = ((64, 112, 112), (256, 56, 56), (512, 28, 28), (1024, 14, 14), (2048, 7, 7))
 
 
-def dram_sizes(dtype: str, llc: int | None = None, cap: int | None = None) -> dict:
-    """Op shape dicts with every array >= 4x LLC (transformer and ResNet-like shapes), at most ``cap``."""
-    n = dram_numel(dtype, llc, cap)
+def dram_sizes(dtype: str, dram_from: int | None = None, cap: int | None = None) -> dict:
+    """Op shape dicts with every array >= where DRAM starts (transformer and ResNet-like shapes), at most ``cap``."""
+    n = dram_numel(dtype, dram_from, cap)
     sizes = {kind: {"numel": n} for kind in ("add", "scale", "relu", "gelu")}
     sizes["softmax"] = {"rows": -(-n // 512), "cols": 512}  # BERT attention scores, seq 512
     sizes["layernorm"] = {"rows": -(-n // 768), "cols": 768}  # BERT-base hidden
@@ -402,9 +405,9 @@ def cases(quick: bool, threads: list[int], device: str = "cpu") -> list[Case]:
     dtypes = ("float32",) if quick else DTYPES
     from ...memory import array_cap, fmt_bytes, require_fits, working_set_limit
 
-    llc = _llc_bytes()
+    d = _dram_from()
     cap = array_cap(LIVE_ARRAYS, quick)  # checked before anything is allocated, never OOM-killed
-    big = max(min(4 * llc, cap), min(4 * llc, MIN_DRAM_ARRAY))  # smaller arrays would not be DRAM
+    big = max(min(d, cap), min(d, MIN_DRAM_ARRAY))  # smaller arrays would not be DRAM
     if working_set_limit() and KERNEL_ARRAYS * big > working_set_limit():
         raise RooflabError(
             f"--max-working-set {fmt_bytes(working_set_limit())} is below the {KERNEL_ARRAYS} x {fmt_bytes(big)} "
@@ -418,8 +421,8 @@ def cases(quick: bool, threads: list[int], device: str = "cpu") -> list[Case]:
     )
     out: list[Case] = []
     for dtype in dtypes:
-        sizes = dram_sizes(dtype, llc, cap)
-        n = dram_numel(dtype, llc, cap)
+        sizes = dram_sizes(dtype, d, cap)
+        n = dram_numel(dtype, d, cap)
         for t in threads:
             group = f"dram/{dtype}/{t}T"
             for k in ("copy", "triad"):

@@ -33,7 +33,7 @@ from . import (
     DTYPES,
     LN_EPS,
     SCALE_S,
-    _llc_bytes,
+    _caches,
     channel_axis,
     check_arrays,
     check_same_shape,
@@ -67,14 +67,14 @@ STREAM_ROW_MIN = 1024  # bytes: a shorter row (plane, pixel, layer-norm row) kee
 
 def _streams(out, stream, row_bytes: int | None = None) -> bool:
     """Non-temporal stores for add/scale/relu/batchnorm/layernorm: ``stream`` when given, else when
-    ``out`` is at least the last-level cache (it cannot stay cached; kernels/cpu/elementwise.py).
+    ``out`` is at least what the last-level cache really holds (it cannot stay cached; kernels/cpu/elementwise.py).
     In-place calls never stream: the kernels check. Row kernels stream row by row, each row with a
     scalar head and tail: under STREAM_ROW_MIN those partial lines dominate, and streaming and
     ordinary stores into one line cost more than the read they save (batch norm NCHW at DRAM size,
     f32, 1 thread, against ordinary stores: 7x7 planes 0.28x, 14x14 0.78x, 20x20 and 28x28 1.55x)."""
     if stream is not None:
         return bool(stream)
-    return out.nbytes >= _llc_bytes() and (row_bytes is None or row_bytes >= STREAM_ROW_MIN)
+    return out.nbytes >= _caches().llc_effective() and (row_bytes is None or row_bytes >= STREAM_ROW_MIN)
 
 
 def _par(nthreads: int, n: int) -> bool:

@@ -1,0 +1,125 @@
+"""Each ceiling's interval: the run's spread and the history of earlier runs (rooflab/intervals.py),
+used by `compare` and the end-of-run consistency line; and each FMA peak judged at its unit's clock."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import statistics
+
+import pytest
+
+from rooflab import cli
+from rooflab.intervals import FLOOR, T95, inside, run_half_width, set_intervals
+
+
+def _c(name, value, p20=None, p80=None, kind="bandwidth", **kw):
+    stats = {"p20": p20 if p20 is not None else value, "p80": p80 if p80 is not None else value}
+    return {"name": name, "kind": kind, "threads": 1, "value": value, "stats": stats, "unit": "GB/s", **kw}
+
+
+def test_without_history_the_interval_is_the_run_s_own_spread_and_says_so():
+    c = _c("DRAM read bandwidth, 1 thread", 20.0, 19.0, 20.4, pass_spread=0.02)
+    set_intervals([c], [])
+    iv = c["interval"]
+    assert iv["half_width"] == pytest.approx(0.05) and iv["history_runs"] == 0 and "fewer than 2" in iv["how"]
+    assert inside(c, 20.9) and not inside(c, 21.1)
+    tight = _c("L1 read bandwidth, 1 thread", 200.0)  # one point, no spread: the floor
+    set_intervals([tight], [])
+    assert tight["interval"]["half_width"] == FLOOR
+
+
+def test_history_gives_a_prediction_interval_for_the_next_run():
+    runs = [{"ceilings": [_c("L3 triad bandwidth, 1 thread", v)]} for v in (90.0, 100.0, 95.0)]
+    c = _c("L3 triad bandwidth, 1 thread", 97.0, 96.5, 97.5)
+    set_intervals([c], runs)
+    logs = [math.log(x) for x in (90.0, 100.0, 95.0, 97.0)]
+    want = math.expm1(T95[2] * statistics.stdev(logs) * math.sqrt(1 + 1 / 4))
+    assert c["interval"]["half_width"] == pytest.approx(want) and c["interval"]["history_runs"] == 3
+    assert want > 0.1  # four runs 10 % apart: the next may well land 10 % away
+    agree = [{"ceilings": [_c("L1 read bandwidth, 1 thread", v)]} for v in (200.0, 200.4)]
+    one = _c("L1 read bandwidth, 1 thread", 200.2)
+    set_intervals([one], agree)
+    assert one["interval"]["half_width"] == FLOOR  # runs that happened to agree: never below the floor
+    other = _c("L3 triad bandwidth, 1 thread", 97.0)
+    other["threads"] = 2  # another thread count: no history
+    set_intervals([other], runs)
+    assert other["interval"]["history_runs"] == 0 and run_half_width(other) == 0
+
+
+def _doc(quick_result):
+    return json.loads(quick_result.read_text())
+
+
+@pytest.mark.slow
+def test_compare_calls_a_move_inside_a_s_interval_no_regression(quick_result, tmp_path, capsys):
+    a, b = _doc(quick_result), _doc(quick_result)
+    for c in a["ceilings"]:
+        c["interval"] = {"lo": 0.85 * c["value"], "hi": 1.15 * c["value"], "half_width": 0.15, "how": "t"}
+        c.pop("implausible", None)
+    for c in b["ceilings"]:
+        c["value"] *= 1.1 if c["kind"] == "latency" else 0.9  # 10 % worse: beyond 5 %, inside 15 %
+    pa, pb = tmp_path / "a.json", tmp_path / "b.json"
+    pa.write_text(json.dumps(a))
+    pb.write_text(json.dumps(b))
+    assert cli.main(["compare", str(pa), str(pb)]) == 0
+    assert "inside A's interval" in capsys.readouterr().out
+    narrow = copy.deepcopy(a)
+    for c in narrow["ceilings"]:
+        c["interval"] = {"lo": 0.98 * c["value"], "hi": 1.02 * c["value"], "half_width": 0.02, "how": "t"}
+    pa.write_text(json.dumps(narrow))
+    assert cli.main(["compare", str(pa), str(pb)]) == 1
+    flagged = copy.deepcopy(narrow)
+    for c in flagged["ceilings"]:
+        c["implausible"] = "test: cannot be true"
+    pa.write_text(json.dumps(flagged))
+    assert cli.main(["compare", str(pa), str(pb)]) == 0
+    assert "cannot be true" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_compare_says_when_the_machines_differ(quick_result, tmp_path, capsys):
+    b = _doc(quick_result)
+    b["machine"]["cpu"]["model"] = "Some Other CPU"
+    pb = tmp_path / "b.json"
+    pb.write_text(json.dumps(b))
+    cli.main(["compare", str(quick_result), str(pb)])
+    assert "different machines" in capsys.readouterr().err
+
+
+def _fma_rec(dtype, threads, unit, value=100.0):
+    return {
+        "family": "ert", "kernel": "fma", "status": "ok", "dtype": dtype, "threads": threads,
+        "clock_ghz": {"before": [4.0], "after": [4.0], "unit": unit},
+    }  # fmt: skip
+
+
+def test_peaks_are_judged_at_the_clock_their_unit_ran_at():
+    from rooflab.cpu.machine import peaks_at_clocks
+    from rooflab.suite_ceilings import set_unit_clocks
+
+    units = {"pipes": 2, "width_bits": 512, "assumed": False}
+    cpu = {"physical_cores": 2, "fma_units": units}
+    cpu["theoretical"] = peaks_at_clocks(cpu, {1: 4.0, 2: 4.0})
+    recs = [_fma_rec("float64", 1, [3.4]), _fma_rec("float64", 1, [3.1]), _fma_rec("float32", 2, [3.5, 3.45])]
+    set_unit_clocks(cpu, recs)
+    p = {(q["dtype"], q["threads"]): q for q in cpu["theoretical"]["peaks"]}
+    assert p[("float64", 1)]["clock_ghz"] == 3.4  # the best unit probe: a neighbour only slows one
+    assert p[("float64", 1)]["gflops"] == pytest.approx(3.4 * 32) and "3.400 GHz" in p[("float64", 1)]["formula"]
+    assert p[("float32", 2)]["gflops"] == pytest.approx(2 * 3.45 * 64)  # the slowest thread's clock
+    assert p[("float64", 1)]["scalar_clock_ghz"] == 4.0 and p[("float64", 1)]["clock_source"].startswith("FMA unit")
+    assert p[("float64", 2)]["clock_ghz"] == 4.0 and "not probed" in p[("float64", 2)]["clock_source"]
+
+
+def test_the_unit_clock_probe_counts_cycles_after_the_unit_ran():
+    from rooflab.cpu import clock
+
+    if not clock.supported():
+        pytest.skip("the clock probe needs Linux on x86-64")
+    calls = []
+    scalar = clock.probe_clock(1)["ghz"]
+    got = clock.probe_unit_clock(lambda: calls.append(1), 1, probes=3)
+    assert len(calls) == 3 and len(got["samples"][0]) == 3
+    # an idle "unit" leaves the scalar clock: the chain is the same one probe_clock times
+    assert 0.7 * scalar < got["ghz"] < 1.3 * scalar
