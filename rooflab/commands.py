@@ -51,6 +51,11 @@ def cmd_info(args) -> int:
             f"  {cache['name']} {cache['type'].lower()}: {fmt_bytes(cache['size_bytes'])} x {cache['instances']}"
             f" ({sharing}, {cache['source']})"
         )
+    if len(cpu.get("numa_nodes") or {}) > 1:
+        nodes = cpu["numa_nodes"]
+        c.print(f"  NUMA: {len(nodes)} nodes ({', '.join(f'node {k}: {len(v)} CPUs' for k, v in nodes.items())})")
+    for p in cpu.get("problems") or []:  # what the description left out, one line each
+        c.print(f"  [yellow]machine description: {p}[/yellow]")
     c.print(
         f"  clock: nominal {cpu['nominal_ghz'] or 0:.3f} GHz ({cpu['nominal_ghz_source']}), "
         f"measured {cpu.get('measured_ghz') or float('nan'):.3f} GHz ({which})"

@@ -8,6 +8,7 @@ probe's measurements come from the recorded or written machine, never from this 
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -192,3 +193,17 @@ def test_a_cpu_without_fma_skips_its_fma_phases_in_one_line(tmp_path):
     plan = skip_what_cannot_run(Plan(threads_all=8, quick=True), cpu, W)
     assert {"compute", "intensity"} <= plan.skip and W.data["skipped"] == ["FMA peaks", "intensity sweep"]
     assert sum("no FMA" in n for n in W.data["notes"]) == 2  # the description's line and the skip's
+
+
+def test_info_shows_the_numa_nodes_and_what_the_description_left_out(tmp_path, monkeypatch, capsys):
+    from rooflab import cli
+    from rooflab import machine as rmachine
+
+    cpu = machines.describe(machines.load("epyc7763-2s-256t"), tmp_path)
+    cpu["problems"] = ["the OS reports L3 (16 KiB) no larger than L2 (512 KiB): L3 and the levels above it left out"]
+    monkeypatch.setattr(rmachine, "describe_cpu", lambda: copy.deepcopy(cpu))
+    monkeypatch.chdir(tmp_path)  # no results/ here: info probes the clock now
+    assert cli.main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "NUMA: 2 nodes (node 0: 128 CPUs, node 1: 128 CPUs)" in out
+    assert "machine description: the OS reports L3 (16 KiB)" in out
