@@ -123,3 +123,28 @@ def test_the_unit_clock_probe_counts_cycles_after_the_unit_ran():
     assert len(calls) == 3 and len(got["samples"][0]) == 3
     # an idle "unit" leaves the scalar clock: the chain is the same one probe_clock times
     assert 0.7 * scalar < got["ghz"] < 1.3 * scalar
+
+
+def test_the_consistency_line_holds_each_ceiling_against_the_previous_run_s_interval(tmp_path):
+    from rooflab import commands
+    from rooflab.results import ResultWriter
+
+    def result(values, stamp):
+        w = ResultWriter(tmp_path, {"id": "m"}, "ceilings", "cpu", {"quick": True})
+        w.path = w.path.with_name(f"rooflab-ceilings-cpu-{stamp}.json")
+        w.data["ceilings"] = [_c(n, v, pass_spread=spread) for n, (v, spread) in values.items()]
+        w.finish("complete")
+        return w
+
+    # the first run's DRAM passes lay 30 % apart: its interval says so, and a 20 % move is inside it
+    first = result(
+        {"DRAM read bandwidth, 1 thread": (30.0, 0.30), "L1 read bandwidth, 1 thread": (200.0, 0.0)}, "20260101T000000Z"
+    )
+    assert commands._agreement(first, tmp_path).startswith("consistency: no earlier")  # it sets the intervals
+    now = result(
+        {"DRAM read bandwidth, 1 thread": (24.0, 0.0), "L1 read bandwidth, 1 thread": (180.0, 0.0)}, "20260101T000100Z"
+    )
+    line = commands._agreement(now, tmp_path)
+    assert line.startswith("noisy: 1 of 2 ceilings moved outside") and "L1 read bandwidth, 1 thread (-10%)" in line
+    iv = {c["name"]: c["interval"] for c in now.data["ceilings"]}
+    assert iv["L1 read bandwidth, 1 thread"]["half_width"] == FLOOR  # one earlier run: no prediction yet

@@ -75,12 +75,6 @@ def stream_kernel_for(read: float, written: float) -> str:
     return "copy" if read <= 1.5 * written else "triad"
 
 
-def level_for(nbytes: float, caches: list[dict], threads: int, main: str = "DRAM", ceilings=()) -> str:
-    """The nearest memory level that holds ``nbytes`` for ``threads`` threads, as a ceilings run
-    measured it where ``ceilings`` has its plateaus (rooflab.cpu.caches: one description)."""
-    return CacheMap(list(caches), list(ceilings)).level_for(nbytes, threads, main=main)
-
-
 class Roofs:
     """The roofs of one ceilings result for one thread count, looked up per op."""
 
