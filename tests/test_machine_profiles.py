@@ -207,3 +207,16 @@ def test_info_shows_the_numa_nodes_and_what_the_description_left_out(tmp_path, m
     out = capsys.readouterr().out
     assert "NUMA: 2 nodes (node 0: 128 CPUs, node 1: 128 CPUs)" in out
     assert "machine description: the OS reports L3 (16 KiB)" in out
+
+
+def test_the_chase_suite_ends_where_dram_starts(machine, monkeypatch):
+    from rooflab.cpu import caches as caches_mod
+    from rooflab.families import chase
+
+    m, cpu = machine
+    _, dram = _dram(m, cpu)
+    cm = CacheMap([*cpu["caches"][:-1], {**cpu["caches"][-1], "dram_from_bytes": dram["dram_from_bytes"]}])
+    monkeypatch.setattr(caches_mod, "host_measured", lambda: cm)
+    for quick in (True, False):
+        sizes = sorted({c.size for c in chase.cases(quick, [1])})
+        assert cm.dram_from() <= sizes[-1] <= 2 * cm.dram_from(), sizes[-4:]

@@ -179,13 +179,14 @@ def hops_for(nbytes: int) -> int:
 def cases(
     quick: bool, threads: list[int] | None = None, device: str = "cpu", llc: int | None = None, max_bytes=None
 ) -> list[Case]:
-    """The `chase` suite: working sets from 8 KiB to 4x the LLC (``llc``: the OS's, else 32 MiB),
+    """The `chase` suite: working sets from 8 KiB to 4x ``llc`` (default: a quarter of where DRAM starts on
+    this host, rooflab/cpu/caches.py: the sizes end there),
     at most ``max_bytes``, 1 thread (latency is per core); huge pages in --quick, both page sizes
     in a full run (the difference is the page walk)."""
-    if llc is None:
-        from ...cpu.caches import llc_bytes
+    if llc is None:  # the sizes end where DRAM starts on this host (its probe), as in a ceilings run
+        from ...cpu.caches import host_measured
 
-        llc = llc_bytes()
+        llc = -(-host_measured().dram_from() // 4)
     if max_bytes is None:  # the family suite: the run's --max-working-set
         from ...memory import working_set_limit
 
