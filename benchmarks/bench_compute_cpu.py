@@ -1,6 +1,8 @@
-"""CPU compute: FMA peak per dtype and thread count, and points of the intensity sweep.
+"""CPU compute: FMA peak per dtype and thread count, the INT8 dot peak per path (vpmaddubsw ymm,
+vpdpbusd zmm) where this CPU runs it, and points of the intensity sweep.
 
-time_fma: seconds per call (~1e9 FLOP); track_gflops: GFLOP/s, higher is better.
+time_fma / time_dot: seconds per call (~1e9 FLOP or int8 ops); track_gflops / track_gops: higher is
+better.
 """
 
 import numpy as np
@@ -50,6 +52,51 @@ class FmaPeakCPU:
 
     track_gflops.unit = "GFLOP/s"
     track_gflops.higher_is_better = True
+
+
+def _int8_paths():
+    try:
+        from rooflab.kernels.cpu.int8 import paths
+    except ImportError:  # an older rooflab without the INT8 roof
+        return []
+    return [p for p, why in paths().items() if why is None]
+
+
+def _build_dot(path, threads):
+    import rooflab
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
+
+    v = rooflab.get_variant(f"cpu.int8.dot-{path}")
+    inputs = v.inputs(threads)
+    Driver(cpu_backend(), Settings(probe_clock=False)).verify(v, inputs, v.params(reps=3), threads)
+    reps = max(1, int(1e9 / v.work(*inputs).flops))
+    return v, inputs, reps
+
+
+class Int8PeakCPU:
+    """Skipped (NotImplementedError in setup) for a path this CPU cannot run."""
+
+    params = (["avx2", "vnni"], thread_counts())
+    param_names = ["path", "threads"]
+    timeout = 300
+
+    def setup(self, path, threads):
+        if path not in _int8_paths():
+            raise NotImplementedError(f"this CPU does not run the {path} INT8 path")
+        self.v, self.inputs, self.reps = prepared(("int8", path, threads), lambda: _build_dot(path, threads))
+
+    def time_dot(self, path, threads):
+        self.v.kernel(*self.inputs, reps=self.reps, threads=threads)
+
+    def track_gops(self, path, threads):
+        from ._common import median_seconds
+
+        t = median_seconds(lambda: self.v.kernel(*self.inputs, reps=self.reps, threads=threads))
+        return round(self.v.work(*self.inputs, reps=self.reps).flops / t / 1e9, 4)
+
+    track_gops.unit = "GOPS"
+    track_gops.higher_is_better = True
 
 
 SWEEP_CONFIGS = ["1-stream-L1-blocks", "8-streams-L2-blocks"]  # rooflab.suite_ceilings.intensity_configs

@@ -25,6 +25,24 @@ def _console():
 # ---- info --------------------------------------------------------------------------------------
 
 
+def _int8_rows(table, cpu: dict) -> None:
+    """The INT8 dot units: a theoretical row per path this CPU runs (GOPS in the GFLOP/s column),
+    a row saying why for each path it cannot run."""
+    from .cpu.machine import int8_peak
+    from .kernels.cpu import int8
+
+    ghz = cpu["theoretical"].get("clock_ghz")
+    cores = cpu["physical_cores"]
+    for path, why in int8.paths().items():
+        if why:
+            table.add_row("int8", "-", "-", f"{int8.INSTRUCTION[path]}: skipped ({why})")
+            continue
+        for threads in sorted({1, cores}):
+            p = int8_peak(path, threads, ghz, cpu["fma_units"])
+            if p:
+                table.add_row("int8", str(threads), f"{p['gops']:.1f} GOPS", p["formula"])
+
+
 def cmd_info(args) -> int:
     from rich.table import Table
 
@@ -70,6 +88,7 @@ def cmd_info(args) -> int:
         t.add_column(col)
     for p in cpu["theoretical"]["peaks"]:
         t.add_row(p["dtype"], str(p["threads"]), f"{p['gflops']:.1f}", p["formula"])
+    _int8_rows(t, cpu)
     c.print(t)
     sw = m["software"]
     blas = ", ".join(f"{b['internal_api']} {b['version']} ({b['architecture']})" for b in sw.get("blas", []))

@@ -252,7 +252,10 @@ def cid(c: dict) -> tuple:
 
 
 def _key_but_threads(c: dict) -> tuple:
-    return c["kind"], c.get("level"), c.get("dtype"), c.get("kernel") if c["kind"] == "bandwidth" else None
+    # an INT8 peak's kernel is its instruction (two paths, one dtype); an FMA peak's (K, S) may differ
+    # between thread counts
+    per_kernel = c["kind"] == "bandwidth" or c.get("dtype") == "int8"
+    return c["kind"], c.get("level"), c.get("dtype"), c.get("kernel") if per_kernel else None
 
 
 def mark_implausible(ceilings: list[dict]) -> list[str]:
@@ -333,9 +336,7 @@ def ceiling_notes(c: dict) -> list[str]:
         )
         src = c.get("theoretical_clock_source") or ""
         if c.get("theoretical_clock_ghz") and src:  # a CPU peak: which clock its theoretical rate used
-            at = (
-                f" at {c['theoretical_clock_ghz']:.2f} GHz ({'unit' if src.startswith('FMA unit') else 'scalar'} clock)"
-            )
+            at = f" at {c['theoretical_clock_ghz']:.2f} GHz ({'unit' if 'unit clock' in src else 'scalar'} clock)"
         notes.append(f"{c['fraction_of_theoretical']:.0%} of theoretical{at}")
     if c.get("above_105pct_of_theoretical"):
         notes.append(">105% of theoretical")

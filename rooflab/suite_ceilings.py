@@ -153,6 +153,31 @@ def peak_cases(plan: Plan, l1_bytes: int) -> list[Case]:
     return out
 
 
+def int8_cases(plan: Plan) -> tuple[list[Case], list[str]]:
+    """The INT8 dot peaks (rooflab/families/int8.py) on every path this CPU runs, each thread count,
+    with the unit's clock probed like the FMA peaks'; and one line per path it cannot run."""
+    from .kernels.cpu import int8
+
+    cases, skipped = [], []
+    for path, why in int8.paths().items():
+        if why:
+            skipped.append(f"INT8 peak ({int8.INSTRUCTION[path]}) skipped: {why}")
+            continue
+        for threads in plan.thread_counts():
+            cases.append(
+                Case(
+                    f"cpu.int8.dot-{path}",
+                    size=threads,
+                    threads=threads,
+                    verify_params={"reps": 3},
+                    label=f"INT8 peak {path} {threads}T",
+                    meta={"kernel": "int8", "path": path, "instruction": int8.INSTRUCTION[path]},
+                    timing={"unit_clock": True},
+                )
+            )
+    return cases, skipped
+
+
 def bandwidth_cases(plan: Plan, sizes: list[int]) -> list[Case]:
     """Every working-set size x kernel x thread count; a kernel's arrays share the working set."""
     out = []
@@ -303,6 +328,52 @@ def peak_notes(ceilings: list[dict], cpu: dict) -> list[str]:
     return notes
 
 
+def int8_ceilings(recs: list[dict], cpu: dict) -> list[dict]:
+    """One INT8 compute ceiling per path and thread count: the best pass's median GOPS, its
+    theoretical rate at the clock its unit ran at (the best unit-clock probe of its records; the
+    scalar clock where none was probed), labelled with the instruction it ran."""
+    from .cpu.machine import int8_peak
+
+    out = []
+    for path in sorted({r.get("path") for r in recs if r["family"] == "int8"}):
+        for threads in sorted({r["threads"] for r in recs if r["family"] == "int8" and r.get("path") == path}):
+            cands = [r for r in recs if r["family"] == "int8" and r.get("path") == path and r["threads"] == threads]
+            best = max(cands, key=lambda r: r["gflops"]["median"])
+            meds = [r["gflops"]["median"] for r in cands]
+            spread = 1 - min(meds) / max(meds)
+            c = {
+                "name": f"INT8 peak ({best['instruction']}), {threads} thread{'s' if threads > 1 else ''}",
+                "kind": "compute",
+                "level": None,
+                "dtype": "int8",
+                "threads": threads,
+                "value": best["gflops"]["median"],
+                "unit": "GOPS",
+                "stats": best["gflops"],
+                "kernel": best["instruction"],
+                "noisy": bool(best["noisy"] or spread > roofline.PASS_SPREAD),
+                "passes": len(cands),
+                "pass_spread": spread,
+            }
+            unit = [min(r["clock_ghz"]["unit"]) for r in cands if (r.get("clock_ghz") or {}).get("unit")]
+            scalar = (cpu.get("measured_ghz_all_threads") or {}).get(str(threads))
+            ghz = max(unit) if unit else scalar
+            t = int8_peak(path, min(threads, cpu.get("physical_cores") or threads), ghz, cpu["fma_units"])
+            if t:
+                c.update(
+                    theoretical=t["gops"],
+                    theoretical_formula=t["formula"],
+                    theoretical_clock_ghz=ghz,
+                    theoretical_clock_source=(
+                        "INT8 unit clock: probed right after its kernel" if unit else "scalar clock"
+                    ),
+                    fraction_of_theoretical=c["value"] / t["gops"],
+                    above_105pct_of_theoretical=c["value"] > 1.05 * t["gops"],
+                )
+            out.append(c)
+    return out
+
+
 def derive_ceilings(data: dict) -> list[dict]:
     """All ceilings of a CPU result document, from its records (also used to re-derive)."""
     machine = data["machine"]
@@ -350,6 +421,7 @@ def derive_ceilings(data: dict) -> list[dict]:
                 c["fraction_of_theoretical"] = c["value"] / t["gflops"]
                 c["above_105pct_of_theoretical"] = c["value"] > 1.05 * t["gflops"]
             out.append(c)
+    out += int8_ceilings(recs, machine["cpu"])
     # bandwidth per level
     pts = data["sweeps"]["bandwidth"]
     for threads in sorted({p["threads"] for p in pts}):
@@ -526,6 +598,8 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
         )
     latency = [] if "latency" in plan.skip else latency_cases(plan.threads_all, plan.quick)
     peaks = [] if "compute" in plan.skip else peak_cases(plan, l1)
+    int8_peaks, int8_skipped = ([], []) if "compute" in plan.skip else int8_cases(plan)
+    writer.data["notes"] += int8_skipped
     bandwidth = [] if "bandwidth" in plan.skip else bandwidth_cases(plan, sizes)
     l2 = next((c["size_bytes"] for c in caches if c["level"] == 2), None)
     sweep = [] if "intensity" in plan.skip else intensity_cases(plan, l1, intensity_ws, l2)
@@ -536,7 +610,9 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
     parts = intensity_parts(plan, sweep, dram_cases)
     passes = plan.pass_count()
     task = progress.start(
-        passes * (len(latency) + len(peaks) + len(bandwidth) + len(chases)) + len(sweep) + len(parts) * len(dram_cases)
+        passes * (len(latency) + len(peaks) + len(int8_peaks) + len(bandwidth) + len(chases))
+        + len(sweep)
+        + len(parts) * len(dram_cases)
     )
     writer.save()
     for _ in range(passes):  # each ceiling in several passes spread over the run (see derive_ceilings)
@@ -544,6 +620,9 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
             driver.run(latency, writer, progress)
         with ph("FMA peaks"):
             driver.run(peaks, writer, progress)
+        if int8_peaks:
+            with ph("INT8 peaks"):
+                driver.run(int8_peaks, writer, progress)
         with ph("bandwidth sweep"):
             driver.run(bandwidth, writer, progress)
         with ph("memory latency (chase)"):

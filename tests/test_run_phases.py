@@ -6,16 +6,20 @@ bookkeeping, the measurements are checked by the kernel and suite tests."""
 from __future__ import annotations
 
 import pytest
+from rooflab.kernels.cpu.int8 import paths
 
 from rooflab import cli, commands
 from rooflab.cpu import dram_probe
 from rooflab.results import ResultWriter, load
 
 TINY = ["--quick", "--max-working-set", "256K", "--budget", "0.005", "--no-plot"]
-PHASES = ["clock probe", "DRAM sizing probe", "dispatch latency", "FMA peaks", "bandwidth sweep",
+# the INT8 peaks run where this CPU has one of their paths (AVX2 or AVX-512 VNNI)
+INT8 = ["INT8 peaks"] if any(why is None for why in paths().values()) else []
+PHASES = ["clock probe", "DRAM sizing probe", "dispatch latency", "FMA peaks", *INT8, "bandwidth sweep",
           "memory latency (chase)", "intensity sweep"]  # fmt: skip
-PREFIX = {"dispatch latency": "cpu.latency.", "FMA peaks": "cpu.ert.", "bandwidth sweep": "cpu.stream.",
-          "memory latency (chase)": "cpu.chase.", "intensity sweep": "cpu.intensity."}  # fmt: skip
+PREFIX = {"dispatch latency": "cpu.latency.", "FMA peaks": "cpu.ert.", "INT8 peaks": "cpu.int8.",
+          "bandwidth sweep": "cpu.stream.", "memory latency (chase)": "cpu.chase.",
+          "intensity sweep": "cpu.intensity."}  # fmt: skip
 
 
 class FakeDriver:

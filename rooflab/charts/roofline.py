@@ -268,7 +268,7 @@ def _place_labels(ax, panel: dict, label_top: int) -> None:
         v = c["value"]
         frac = f" ({c['fraction_of_theoretical']:.0%} of theor.)" if c.get("fraction_of_theoretical") else ""
         kernel = f", {c['kernel']}" if c.get("kernel") else ""
-        text = f"{DTYPE_SHORT.get(c['dtype'], c['dtype'])} peak {v:.4g} GFLOP/s{frac}{kernel}"
+        text = f"{DTYPE_SHORT.get(c['dtype'], c['dtype'])} peak {v:.4g} {c.get('unit') or 'GFLOP/s'}{frac}{kernel}"
         if not c.get("_roof", True):  # a slower kernel of the same dtype: a short label
             text = f"{c.get('kernel') or DTYPE_SHORT.get(c['dtype'], c['dtype'])} {v:.4g}"
         xs = geom(max(xmin, c.get("_x0", xmin)) * 1.5, xmax / 1.04, 12)[::-1]

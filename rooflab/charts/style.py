@@ -30,8 +30,16 @@ DTYPE_COLORS = {
     "float16": "#4daf4a",
     "bfloat16": "#984ea3",
     "tf32": "#ff7f00",
+    "int8": "#a65628",
 }
-DTYPE_SHORT = {"float64": "FP64", "float32": "FP32", "float16": "FP16", "bfloat16": "BF16", "tf32": "TF32"}
+DTYPE_SHORT = {
+    "float64": "FP64",
+    "float32": "FP32",
+    "float16": "FP16",
+    "bfloat16": "BF16",
+    "tf32": "TF32",
+    "int8": "INT8",
+}
 CLASS_COLORS = {"compute-bound": "#e41a1c", "memory-bound": "#377eb8", "latency-bound": "#999999"}
 MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 FLAGGED_COLOR = "#aaaaaa"  # a ceiling that cannot be true: drawn grey and dashed, never as a roof

@@ -540,3 +540,44 @@ def peaks_for(cpu: dict, measured_ghz: float | None, thread_counts=None) -> dict
     clock_src = "measured running clock" if measured_ghz else f"nominal clock ({cpu.get('nominal_ghz_source')})"
     counts = sorted(set(thread_counts or ()) or {1, cpu["physical_cores"]})
     return peaks_at_clocks(cpu, {t: ghz for t in counts}, clock_src)
+
+
+# ---- INT8 dot-product units (u8 x s8 -> s32) ----------------------------------------------------
+#
+# ops/cycle/core = MACs per cycle x 2 (a multiply and an add, as FLOPs count an FMA). ``avx2``: the
+# vpmaddubsw + vpmaddwd + vpaddd sequence, 32 MACs per ymm step and 2 vector-multiply uops, so 2
+# multiply pipes run one step per cycle (Intel Haswell on: ports 0 and 1; Zen 2-5: 2 multiply pipes,
+# LLVM's znver scheduling models after AMD's guide); a 128-bit datapath (Zen 1) takes two. ``vnni``:
+# vpdpbusd zmm, 64 MACs per instruction: 2 per cycle on Intel server cores (ports 0+1 fused and 5),
+# 1 on Zen 4 and on Intel client cores with one 512-bit unit. Measured with kernels/cpu/int8.py:
+# avx2 63.8 and vnni 127.7 ops/cycle on the Zen 4 VM (2026-12-05); avx2 54-59 and vnni 256 on the
+# Xeon VM (../shared/research/lowprec.md).
+INT8_OPS_PER_CYCLE = {
+    "avx2": {"zen": 32, "*": 64},
+    "vnni": {"goldencove-server": 256, "icelake-server": 256, "skylake-server": 256, "zen5": 256, "*": 128},
+}
+INT8_INSTRUCTION = {"avx2": "vpmaddubsw+vpmaddwd ymm", "vnni": "vpdpbusd zmm"}
+
+
+def int8_ops_per_cycle(path: str, units: dict) -> tuple[int | None, bool]:
+    """(ops per cycle per core of the INT8 path on this core, assumed?) from INT8_OPS_PER_CYCLE."""
+    table = INT8_OPS_PER_CYCLE.get(path) or {}
+    key = units.get("uarch")
+    if key in table:
+        return table[key], bool(units.get("assumed"))
+    return table.get("*"), True
+
+
+def int8_peak(path: str, cores: int, ghz: float, units: dict) -> dict | None:
+    """cores x GHz x ops per cycle, the formula spelled out (None where the clock is unknown)."""
+    per, assumed = int8_ops_per_cycle(path, units)
+    if not per or not ghz:
+        return None
+    value = cores * ghz * per
+    return {
+        "gops": value,
+        "ops_per_cycle_per_core": per,
+        "formula": f"{cores} core{'s' if cores != 1 else ''} x {ghz:.3f} GHz x {per} int8 ops/cycle "
+        f"({INT8_INSTRUCTION[path]}: MACs x 2) = {value:.1f} GOPS",
+        "assumed_units": assumed,
+    }
