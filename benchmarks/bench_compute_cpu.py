@@ -1,5 +1,5 @@
-"""CPU compute: FMA peak per dtype and thread count, the INT8 dot peak per path (vpmaddubsw ymm,
-vpdpbusd zmm) where this CPU runs it, and points of the intensity sweep.
+"""CPU compute: FMA peak per dtype and thread count, the INT8 and BF16 dot peaks per unit
+(vpmaddubsw ymm, vpdpbusd zmm, vdpbf16ps zmm) where this CPU runs them, and points of the intensity sweep.
 
 time_fma / time_dot: seconds per call (~1e9 FLOP or int8 ops); track_gflops / track_gops: higher is
 better.
@@ -54,48 +54,49 @@ class FmaPeakCPU:
     track_gflops.higher_is_better = True
 
 
-def _int8_paths():
+def _lowprec_units():
     try:
-        from rooflab.kernels.cpu.int8 import paths
-    except ImportError:  # an older rooflab without the INT8 roof
+        from rooflab.families.lowprec import available
+    except ImportError:  # an older rooflab without the low-precision roofs
         return []
-    return [p for p, why in paths().items() if why is None]
+    return [u for u, why in available().items() if why is None]
 
 
-def _build_dot(path, threads):
+def _build_dot(unit, threads):
     import rooflab
     from rooflab.cpu.backend import cpu_backend
     from rooflab.driver import Driver, Settings
 
-    v = rooflab.get_variant(f"cpu.int8.dot-{path}")
+    v = rooflab.get_variant(f"cpu.lowprec.{unit}")
     inputs = v.inputs(threads)
     Driver(cpu_backend(), Settings(probe_clock=False)).verify(v, inputs, v.params(reps=3), threads)
     reps = max(1, int(1e9 / v.work(*inputs).flops))
     return v, inputs, reps
 
 
-class Int8PeakCPU:
-    """Skipped (NotImplementedError in setup) for a path this CPU cannot run."""
+class LowPrecPeakCPU:
+    """INT8 (GOPS) and BF16 (GFLOP/s) dot peaks; skipped (NotImplementedError in setup) for a unit
+    this CPU cannot run."""
 
-    params = (["avx2", "vnni"], thread_counts())
-    param_names = ["path", "threads"]
+    params = (["int8-avx2", "int8-vnni", "bf16-avx512"], thread_counts())
+    param_names = ["unit", "threads"]
     timeout = 300
 
-    def setup(self, path, threads):
-        if path not in _int8_paths():
-            raise NotImplementedError(f"this CPU does not run the {path} INT8 path")
-        self.v, self.inputs, self.reps = prepared(("int8", path, threads), lambda: _build_dot(path, threads))
+    def setup(self, unit, threads):
+        if unit not in _lowprec_units():
+            raise NotImplementedError(f"this CPU does not run the {unit} unit")
+        self.v, self.inputs, self.reps = prepared(("lowprec", unit, threads), lambda: _build_dot(unit, threads))
 
-    def time_dot(self, path, threads):
+    def time_dot(self, unit, threads):
         self.v.kernel(*self.inputs, reps=self.reps, threads=threads)
 
-    def track_gops(self, path, threads):
+    def track_gops(self, unit, threads):
         from ._common import median_seconds
 
         t = median_seconds(lambda: self.v.kernel(*self.inputs, reps=self.reps, threads=threads))
         return round(self.v.work(*self.inputs, reps=self.reps).flops / t / 1e9, 4)
 
-    track_gops.unit = "GOPS"
+    track_gops.unit = "GOPS (INT8) or GFLOP/s (BF16)"
     track_gops.higher_is_better = True
 
 

@@ -25,22 +25,25 @@ def _console():
 # ---- info --------------------------------------------------------------------------------------
 
 
-def _int8_rows(table, cpu: dict) -> None:
-    """The INT8 dot units: a theoretical row per path this CPU runs (GOPS in the GFLOP/s column),
-    a row saying why for each path it cannot run."""
-    from .cpu.machine import int8_peak
-    from .kernels.cpu import int8
+def _lowprec_rows(table, cpu: dict) -> None:
+    """The low-precision dot units (INT8, BF16): a theoretical row per unit this CPU runs (its own
+    unit in the GFLOP/s column), a row saying why for each unit it cannot run or whose rate is not known."""
+    from .cpu.machine import LOWPREC_INSTRUCTION, lowprec_peak
+    from .families import lowprec
 
     ghz = cpu["theoretical"].get("clock_ghz")
     cores = cpu["physical_cores"]
-    for path, why in int8.paths().items():
+    for unit, why in lowprec.available().items():
+        dtype = unit.split("-")[0]
         if why:
-            table.add_row("int8", "-", "-", f"{int8.INSTRUCTION[path]}: skipped ({why})")
+            table.add_row(dtype, "-", "-", f"{LOWPREC_INSTRUCTION[unit]}: skipped ({why})")
             continue
         for threads in sorted({1, cores}):
-            p = int8_peak(path, threads, ghz, cpu["fma_units"])
+            p = lowprec_peak(unit, threads, ghz, cpu["fma_units"])
             if p:
-                table.add_row("int8", str(threads), f"{p['gops']:.1f} GOPS", p["formula"])
+                table.add_row(dtype, str(threads), f"{p['value']:.1f} {p['unit']}", p["formula"])
+            else:
+                table.add_row(dtype, str(threads), "-", f"{LOWPREC_INSTRUCTION[unit]}: rate per cycle not known")
 
 
 def cmd_info(args) -> int:
@@ -88,7 +91,7 @@ def cmd_info(args) -> int:
         t.add_column(col)
     for p in cpu["theoretical"]["peaks"]:
         t.add_row(p["dtype"], str(p["threads"]), f"{p['gflops']:.1f}", p["formula"])
-    _int8_rows(t, cpu)
+    _lowprec_rows(t, cpu)
     c.print(t)
     sw = m["software"]
     blas = ", ".join(f"{b['internal_api']} {b['version']} ({b['architecture']})" for b in sw.get("blas", []))

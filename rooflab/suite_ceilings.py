@@ -153,25 +153,27 @@ def peak_cases(plan: Plan, l1_bytes: int) -> list[Case]:
     return out
 
 
-def int8_cases(plan: Plan) -> tuple[list[Case], list[str]]:
-    """The INT8 dot peaks (rooflab/families/int8.py) on every path this CPU runs, each thread count,
-    with the unit's clock probed like the FMA peaks'; and one line per path it cannot run."""
-    from .kernels.cpu import int8
+def lowprec_cases(plan: Plan) -> tuple[list[Case], list[str]]:
+    """The low-precision dot peaks (rooflab/families/lowprec.py: INT8 on AVX2 and VNNI, BF16) on
+    every unit this CPU runs, each thread count, with the unit's clock probed like the FMA peaks';
+    and one line per unit it cannot run."""
+    from .cpu.machine import LOWPREC_INSTRUCTION
+    from .families import lowprec
 
     cases, skipped = [], []
-    for path, why in int8.paths().items():
+    for unit, why in lowprec.available().items():
         if why:
-            skipped.append(f"INT8 peak ({int8.INSTRUCTION[path]}) skipped: {why}")
+            skipped.append(f"{unit} peak ({LOWPREC_INSTRUCTION[unit]}) skipped: {why}")
             continue
         for threads in plan.thread_counts():
             cases.append(
                 Case(
-                    f"cpu.int8.dot-{path}",
+                    f"cpu.lowprec.{unit}",
                     size=threads,
                     threads=threads,
                     verify_params={"reps": 3},
-                    label=f"INT8 peak {path} {threads}T",
-                    meta={"kernel": "int8", "path": path, "instruction": int8.INSTRUCTION[path]},
+                    label=f"{unit} peak {threads}T",
+                    meta={"kernel": "lowprec", "unit": unit, "instruction": LOWPREC_INSTRUCTION[unit]},
                     timing={"unit_clock": True},
                 )
             )
@@ -328,48 +330,52 @@ def peak_notes(ceilings: list[dict], cpu: dict) -> list[str]:
     return notes
 
 
-def int8_ceilings(recs: list[dict], cpu: dict) -> list[dict]:
-    """One INT8 compute ceiling per path and thread count: the best pass's median GOPS, its
+def lowprec_ceilings(recs: list[dict], cpu: dict) -> list[dict]:
+    """One compute ceiling per low-precision unit and thread count: the best pass's median, its
     theoretical rate at the clock its unit ran at (the best unit-clock probe of its records; the
-    scalar clock where none was probed), labelled with the instruction it ran."""
-    from .cpu.machine import int8_peak
+    scalar clock where none was probed), labelled with the instruction it ran; GOPS for INT8."""
+    from .cpu.machine import LOWPREC_UNIT, lowprec_peak
 
     out = []
-    for path in sorted({r.get("path") for r in recs if r["family"] == "int8"}):
-        for threads in sorted({r["threads"] for r in recs if r["family"] == "int8" and r.get("path") == path}):
-            cands = [r for r in recs if r["family"] == "int8" and r.get("path") == path and r["threads"] == threads]
+    mine = [r for r in recs if r["family"] == "lowprec"]
+    for unit in sorted({r["unit"] for r in mine}):
+        for threads in sorted({r["threads"] for r in mine if r["unit"] == unit}):
+            cands = [r for r in mine if r["unit"] == unit and r["threads"] == threads]
             best = max(cands, key=lambda r: r["gflops"]["median"])
             meds = [r["gflops"]["median"] for r in cands]
             spread = 1 - min(meds) / max(meds)
+            int8 = unit.startswith("int8")
             c = {
-                "name": f"INT8 peak ({best['instruction']}), {threads} thread{'s' if threads > 1 else ''}",
+                "name": f"{'INT8' if int8 else 'BF16'} peak ({best['instruction']}), {threads} thread"
+                f"{'s' if threads > 1 else ''}",
                 "kind": "compute",
                 "level": None,
-                "dtype": "int8",
+                "dtype": "int8" if int8 else "bfloat16",
                 "threads": threads,
                 "value": best["gflops"]["median"],
-                "unit": "GOPS",
+                "unit": LOWPREC_UNIT[unit],
                 "stats": best["gflops"],
                 "kernel": best["instruction"],
                 "noisy": bool(best["noisy"] or spread > roofline.PASS_SPREAD),
                 "passes": len(cands),
                 "pass_spread": spread,
             }
-            unit = [min(r["clock_ghz"]["unit"]) for r in cands if (r.get("clock_ghz") or {}).get("unit")]
-            scalar = (cpu.get("measured_ghz_all_threads") or {}).get(str(threads))
-            ghz = max(unit) if unit else scalar
-            t = int8_peak(path, min(threads, cpu.get("physical_cores") or threads), ghz, cpu["fma_units"])
+            clocks = [min(r["clock_ghz"]["unit"]) for r in cands if (r.get("clock_ghz") or {}).get("unit")]
+            ghz = max(clocks) if clocks else (cpu.get("measured_ghz_all_threads") or {}).get(str(threads))
+            t = lowprec_peak(unit, min(threads, cpu.get("physical_cores") or threads), ghz, cpu["fma_units"])
             if t:
                 c.update(
-                    theoretical=t["gops"],
+                    theoretical=t["value"],
                     theoretical_formula=t["formula"],
                     theoretical_clock_ghz=ghz,
                     theoretical_clock_source=(
-                        "INT8 unit clock: probed right after its kernel" if unit else "scalar clock"
+                        f"{unit} unit clock: probed right after its kernel" if clocks else "scalar clock"
                     ),
-                    fraction_of_theoretical=c["value"] / t["gops"],
-                    above_105pct_of_theoretical=c["value"] > 1.05 * t["gops"],
+                    fraction_of_theoretical=c["value"] / t["value"],
+                    above_105pct_of_theoretical=c["value"] > 1.05 * t["value"],
                 )
+            else:
+                c["theoretical_unknown"] = f"{unit}: rate per cycle of this core not known to rooflab"
             out.append(c)
     return out
 
@@ -421,7 +427,7 @@ def derive_ceilings(data: dict) -> list[dict]:
                 c["fraction_of_theoretical"] = c["value"] / t["gflops"]
                 c["above_105pct_of_theoretical"] = c["value"] > 1.05 * t["gflops"]
             out.append(c)
-    out += int8_ceilings(recs, machine["cpu"])
+    out += lowprec_ceilings(recs, machine["cpu"])
     # bandwidth per level
     pts = data["sweeps"]["bandwidth"]
     for threads in sorted({p["threads"] for p in pts}):
@@ -598,8 +604,8 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
         )
     latency = [] if "latency" in plan.skip else latency_cases(plan.threads_all, plan.quick)
     peaks = [] if "compute" in plan.skip else peak_cases(plan, l1)
-    int8_peaks, int8_skipped = ([], []) if "compute" in plan.skip else int8_cases(plan)
-    writer.data["notes"] += int8_skipped
+    lowprec, lowprec_skipped = ([], []) if "compute" in plan.skip else lowprec_cases(plan)
+    writer.data["notes"] += lowprec_skipped
     bandwidth = [] if "bandwidth" in plan.skip else bandwidth_cases(plan, sizes)
     l2 = next((c["size_bytes"] for c in caches if c["level"] == 2), None)
     sweep = [] if "intensity" in plan.skip else intensity_cases(plan, l1, intensity_ws, l2)
@@ -610,7 +616,7 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
     parts = intensity_parts(plan, sweep, dram_cases)
     passes = plan.pass_count()
     task = progress.start(
-        passes * (len(latency) + len(peaks) + len(int8_peaks) + len(bandwidth) + len(chases))
+        passes * (len(latency) + len(peaks) + len(lowprec) + len(bandwidth) + len(chases))
         + len(sweep)
         + len(parts) * len(dram_cases)
     )
@@ -620,9 +626,9 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
             driver.run(latency, writer, progress)
         with ph("FMA peaks"):
             driver.run(peaks, writer, progress)
-        if int8_peaks:
-            with ph("INT8 peaks"):
-                driver.run(int8_peaks, writer, progress)
+        if lowprec:
+            with ph("low-precision peaks"):
+                driver.run(lowprec, writer, progress)
         with ph("bandwidth sweep"):
             driver.run(bandwidth, writer, progress)
         with ph("memory latency (chase)"):

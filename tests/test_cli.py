@@ -30,7 +30,14 @@ def test_run_quick_writes_result_with_ceilings_and_plots(quick_result):
         for key in ("name", "kind", "level", "dtype", "threads", "value", "unit", "stats"):
             assert key in c, (c["name"], key)
         assert c["value"] > 0
-    assert {c["dtype"] for c in d["ceilings"] if c["kind"] == "compute"} == {"float64", "float32"}
+    compute = [c for c in d["ceilings"] if c["kind"] == "compute"]
+    assert {c["dtype"] for c in compute if "FMA" in c["name"]} == {"float64", "float32"}
+    from rooflab.families.lowprec import available
+
+    units = [u for u, why in available().items() if why is None]  # the low-precision units this CPU runs
+    assert {c["dtype"] for c in compute if "FMA" not in c["name"]} == {
+        "int8" if u.startswith("int8") else "bfloat16" for u in units
+    }
     assert {c["level"] for c in d["ceilings"] if c["kind"] == "bandwidth"} >= {"L1"}
     assert len(d["sweeps"]["intensity"]) >= 7
     ints = [p["flops_per_byte"] for p in d["sweeps"]["intensity"]]

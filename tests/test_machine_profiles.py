@@ -222,12 +222,13 @@ def test_the_chase_suite_ends_where_dram_starts(machine, monkeypatch):
         assert cm.dram_from() <= sizes[-1] <= 2 * cm.dram_from(), sizes[-4:]
 
 
-def test_the_int8_units_follow_the_flags(machine):
-    from rooflab.kernels.cpu.int8 import paths
+def test_the_low_precision_units_follow_the_flags(machine):
+    from rooflab.families.lowprec import available
 
     m, cpu = machine
     flags = m["cpuinfo"]["flags"].split()
-    p = paths(",".join(f"+{f.replace('_', '')}" for f in flags), cpu["arch"])
-    assert (p["avx2"] is None) == ("avx2" in flags and cpu["arch"] == "x86_64")
-    assert (p["vnni"] is None) == ("avx512_vnni" in flags or "avx512vnni" in flags)
+    p = available(",".join(f"+{f.replace('_', '')}" for f in flags), cpu["arch"])
+    assert (p["int8-avx2"] is None) == ("avx2" in flags and cpu["arch"] == "x86_64")
+    assert (p["int8-vnni"] is None) == ("avx512_vnni" in flags or "avx512vnni" in flags)
+    assert (p["bf16-avx512"] is None) == ("avx512_bf16" in flags)
     assert all(why is None or why for why in p.values())  # a missing unit always says why

@@ -6,18 +6,18 @@ bookkeeping, the measurements are checked by the kernel and suite tests."""
 from __future__ import annotations
 
 import pytest
-from rooflab.kernels.cpu.int8 import paths
 
 from rooflab import cli, commands
 from rooflab.cpu import dram_probe
+from rooflab.families.lowprec import available
 from rooflab.results import ResultWriter, load
 
 TINY = ["--quick", "--max-working-set", "256K", "--budget", "0.005", "--no-plot"]
-# the INT8 peaks run where this CPU has one of their paths (AVX2 or AVX-512 VNNI)
-INT8 = ["INT8 peaks"] if any(why is None for why in paths().values()) else []
-PHASES = ["clock probe", "DRAM sizing probe", "dispatch latency", "FMA peaks", *INT8, "bandwidth sweep",
+# the low-precision peaks run where this CPU has one of their units (AVX2, AVX-512 VNNI or BF16)
+LOWPREC = ["low-precision peaks"] if any(why is None for why in available().values()) else []
+PHASES = ["clock probe", "DRAM sizing probe", "dispatch latency", "FMA peaks", *LOWPREC, "bandwidth sweep",
           "memory latency (chase)", "intensity sweep"]  # fmt: skip
-PREFIX = {"dispatch latency": "cpu.latency.", "FMA peaks": "cpu.ert.", "INT8 peaks": "cpu.int8.",
+PREFIX = {"dispatch latency": "cpu.latency.", "FMA peaks": "cpu.ert.", "low-precision peaks": "cpu.lowprec.",
           "bandwidth sweep": "cpu.stream.", "memory latency (chase)": "cpu.chase.",
           "intensity sweep": "cpu.intensity."}  # fmt: skip
 

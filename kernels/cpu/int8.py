@@ -26,79 +26,36 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit, prange
 
 import rooflab._numba_env  # noqa: F401
-from rooflab.cpu.machine import INT8_INSTRUCTION
+from rooflab.cpu.machine import LOWPREC_INSTRUCTION
 
-try:  # numba emits object code directly; inline asm needs the target's asm parser registered
-    import llvmlite.binding as _llb
+from .asm_loop import STREAMS, accumulate_loop, asm_step  # noqa: F401  (STREAMS: read here by the family)
 
-    _llb.initialize_native_asmparser()
-except Exception:  # pragma: no cover
-    pass
-
-STREAMS = 6  # independent accumulators per thread: 6 x (acc, temp) + 3 inputs fit 16 ymm registers
 BYTES = {"avx2": 32, "vnni": 64}  # activation bytes per step and stream
 LANES = {"avx2": 8, "vnni": 16}  # int32 accumulator lanes per stream
-INSTRUCTION = INT8_INSTRUCTION  # the instruction each path runs, as the machine table names it
+INSTRUCTION = {p: LOWPREC_INSTRUCTION[f"int8-{p}"] for p in BYTES}  # as the machine table names it
+_I16x16 = ir.VectorType(ir.IntType(16), 16)
+_I32x8, _I32x16 = ir.VectorType(ir.IntType(32), 8), ir.VectorType(ir.IntType(32), 16)
 
 
-def _loop(path: str):
-    """An intrinsic running ``reps`` steps of the path on STREAMS accumulators of one thread:
-    (a uint8[BYTES], b int8[STREAMS, BYTES], out int32[STREAMS, LANES], reps) -> None."""
-    nb, lanes = BYTES[path], LANES[path]
-
-    @intrinsic
-    def loop(typingctx, a, b, out, reps):
-        sig = types.void(a, b, out, reps)
-
-        def codegen(context, builder, signature, args):
-            av, bv, ov, rv = args
-            at, bt, ot, _ = signature.args
-            i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
-            vin = ir.VectorType(i8, nb)
-            vacc = ir.VectorType(i32, lanes)
-            data = [context.make_array(t)(context, builder, v).data for t, v in ((at, av), (bt, bv), (ot, ov))]
-            va = builder.load(builder.bitcast(data[0], vin.as_pointer()), align=1)
-            vbs = [
-                builder.load(
-                    builder.bitcast(builder.gep(data[1], [ir.Constant(i32, s * nb)]), vin.as_pointer()), align=1
-                )
-                for s in range(STREAMS)
-            ]
-            accs = [cgutils.alloca_once_value(builder, ir.Constant(vacc, None)) for _ in range(STREAMS)]
-            if path == "avx2":
-                ones = ir.Constant(ir.VectorType(i16, 16), [1] * 16)
-                fnty = ir.FunctionType(vacc, [vin, vin, ir.VectorType(i16, 16)])
-                asm = "vpmaddubsw $2, $1, $0\n\tvpmaddwd $3, $0, $0"
-            else:
-                fnty = ir.FunctionType(vacc, [vacc, vacc, vacc])
-                asm = "vpdpbusd $2, $1, $0"
-            with cgutils.for_range(builder, context.cast(builder, rv, signature.args[3], types.intp)):
-                for s in range(STREAMS):
-                    acc = builder.load(accs[s])
-                    if path == "avx2":  # side effect: never hoisted out of the loop, inputs invariant
-                        t = builder.asm(fnty, asm, "=&x,x,x,x", [va, vbs[s], ones], side_effect=True)
-                        acc = builder.add(acc, t)
-                    else:
-                        a32, b32 = builder.bitcast(va, vacc), builder.bitcast(vbs[s], vacc)
-                        acc = builder.asm(fnty, asm, "=v,v,v,0", [a32, b32, acc], side_effect=True)
-                    builder.store(acc, accs[s])
-            for s in range(STREAMS):
-                dst = builder.gep(data[2], [ir.Constant(i32, s * lanes)])
-                builder.store(builder.load(accs[s]), builder.bitcast(dst, vacc.as_pointer()), align=4)
-            return context.get_dummy_value()
-
-        return sig, codegen
-
-    return loop
+def _avx2_step(builder, a, b, acc):
+    """acc += vpmaddwd(vpmaddubsw(a, b), ones): the products summed to s32 in the asm, added in IR."""
+    madd = asm_step(
+        "vpmaddubsw $2, $1, $0\n\tvpmaddwd $3, $0, $0", "=&x,x,x,x", _I32x8,
+        lambda bl, a, b, acc: [a, b, ir.Constant(_I16x16, [1] * 16)],
+    )  # fmt: skip
+    return builder.add(acc, madd(builder, a, b, acc))
 
 
-_avx2_loop = _loop("avx2")
-_vnni_loop = _loop("vnni")
+_vnni_step = asm_step(
+    "vpdpbusd $2, $1, $0", "=v,v,v,0", _I32x16,
+    lambda bl, a, b, acc: [bl.bitcast(a, _I32x16), bl.bitcast(b, _I32x16), acc],
+)  # fmt: skip
+
+_avx2_loop = accumulate_loop(BYTES["avx2"], ir.IntType(32), LANES["avx2"], _avx2_step)
+_vnni_loop = accumulate_loop(BYTES["vnni"], ir.IntType(32), LANES["vnni"], _vnni_step)
 
 
 @njit(parallel=True, cache=True)

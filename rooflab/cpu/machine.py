@@ -542,42 +542,54 @@ def peaks_for(cpu: dict, measured_ghz: float | None, thread_counts=None) -> dict
     return peaks_at_clocks(cpu, {t: ghz for t in counts}, clock_src)
 
 
-# ---- INT8 dot-product units (u8 x s8 -> s32) ----------------------------------------------------
+# ---- low-precision dot-product units (INT8 u8 x s8 -> s32, BF16 pairs -> fp32) ----------------------
 #
-# ops/cycle/core = MACs per cycle x 2 (a multiply and an add, as FLOPs count an FMA). ``avx2``: the
-# vpmaddubsw + vpmaddwd + vpaddd sequence, 32 MACs per ymm step and 2 vector-multiply uops, so 2
-# multiply pipes run one step per cycle (Intel Haswell on: ports 0 and 1; Zen 2-5: 2 multiply pipes,
-# LLVM's znver scheduling models after AMD's guide); a 128-bit datapath (Zen 1) takes two. ``vnni``:
-# vpdpbusd zmm, 64 MACs per instruction: 2 per cycle on Intel server cores (ports 0+1 fused and 5),
-# 1 on Zen 4 and on Intel client cores with one 512-bit unit. Measured with kernels/cpu/int8.py:
-# avx2 63.8 and vnni 127.7 ops/cycle on the Zen 4 VM (2026-12-05); avx2 54-59 and vnni 256 on the
-# Xeon VM (../shared/research/lowprec.md).
-INT8_OPS_PER_CYCLE = {
-    "avx2": {"zen": 32, "*": 64},
-    "vnni": {"goldencove-server": 256, "icelake-server": 256, "skylake-server": 256, "zen5": 256, "*": 128},
+# per cycle per core = products per cycle x 2 (a multiply and an add, as FLOPs count an FMA).
+# ``int8-avx2``: the vpmaddubsw + vpmaddwd + vpaddd sequence, 32 MACs per ymm step and 2
+# vector-multiply uops, so 2 multiply pipes run one step per cycle (Intel Haswell on: ports 0 and 1;
+# Zen 2-5: 2 multiply pipes, LLVM's znver scheduling models after AMD's guide); a 128-bit datapath
+# (Zen 1) takes two. ``int8-vnni``: vpdpbusd zmm, 64 MACs per instruction: 2 per cycle on Intel
+# server cores (ports 0+1 fused and 5), 1 on Zen 4 (double-pumped) and Intel client cores with one
+# 512-bit unit. ``bf16-avx512``: vdpbf16ps zmm, 32 products per instruction: 1 per cycle on Zen 4
+# (cpufp's published Zen 4 figure: twice the FP32 FMA rate), 1 per 2 cycles on Sapphire Rapids class
+# cores (both FMA ports; measured 32 per cycle on the Xeon VM, ../shared/research/lowprec.md, and
+# cpufp's half-of-FP32 on a Xeon Gold 6455B); other cores: not known to rooflab (no theoretical).
+# Measured with kernels/cpu/int8.py and bf16.py on the Zen 4 VM (2026-12-05): int8-avx2 63.8,
+# int8-vnni 127.7 ops/cycle.
+LOWPREC_PER_CYCLE = {
+    "int8-avx2": {"zen": 32, "*": 64},
+    "int8-vnni": {"goldencove-server": 256, "icelake-server": 256, "skylake-server": 256, "zen5": 256, "*": 128},
+    "bf16-avx512": {"zen4": 64, "zen5-mobile": 64, "zen5": 128, "goldencove-server": 32},
 }
-INT8_INSTRUCTION = {"avx2": "vpmaddubsw+vpmaddwd ymm", "vnni": "vpdpbusd zmm"}
+LOWPREC_INSTRUCTION = {
+    "int8-avx2": "vpmaddubsw+vpmaddwd ymm",
+    "int8-vnni": "vpdpbusd zmm",
+    "bf16-avx512": "vdpbf16ps zmm",
+}
+LOWPREC_UNIT = {"int8-avx2": "GOPS", "int8-vnni": "GOPS", "bf16-avx512": "GFLOP/s"}
 
 
-def int8_ops_per_cycle(path: str, units: dict) -> tuple[int | None, bool]:
-    """(ops per cycle per core of the INT8 path on this core, assumed?) from INT8_OPS_PER_CYCLE."""
-    table = INT8_OPS_PER_CYCLE.get(path) or {}
+def lowprec_per_cycle(unit: str, units: dict) -> tuple[int | None, bool]:
+    """(ops or FLOPs per cycle per core of the unit on this core, assumed?) from LOWPREC_PER_CYCLE."""
+    table = LOWPREC_PER_CYCLE.get(unit) or {}
     key = units.get("uarch")
     if key in table:
         return table[key], bool(units.get("assumed"))
     return table.get("*"), True
 
 
-def int8_peak(path: str, cores: int, ghz: float, units: dict) -> dict | None:
-    """cores x GHz x ops per cycle, the formula spelled out (None where the clock is unknown)."""
-    per, assumed = int8_ops_per_cycle(path, units)
+def lowprec_peak(unit: str, cores: int, ghz: float | None, units: dict) -> dict | None:
+    """cores x GHz x per cycle, the formula spelled out (None where the clock or the rate is unknown)."""
+    per, assumed = lowprec_per_cycle(unit, units)
     if not per or not ghz:
         return None
     value = cores * ghz * per
+    what = "int8 ops" if unit.startswith("int8") else "bf16 FLOP"
     return {
-        "gops": value,
-        "ops_per_cycle_per_core": per,
-        "formula": f"{cores} core{'s' if cores != 1 else ''} x {ghz:.3f} GHz x {per} int8 ops/cycle "
-        f"({INT8_INSTRUCTION[path]}: MACs x 2) = {value:.1f} GOPS",
+        "value": value,
+        "per_cycle_per_core": per,
+        "unit": LOWPREC_UNIT[unit],
+        "formula": f"{cores} core{'s' if cores != 1 else ''} x {ghz:.3f} GHz x {per} {what}/cycle "
+        f"({LOWPREC_INSTRUCTION[unit]}: products x 2) = {value:.1f} {LOWPREC_UNIT[unit]}",
         "assumed_units": assumed,
     }

@@ -1,0 +1,76 @@
+"""One thread's throughput loop around an instruction given as inline assembly (the low-precision
+dot peaks: kernels/cpu/int8.py, kernels/cpu/bf16.py).
+
+``accumulate_loop(nbytes, acc, lanes, step)`` returns a numba intrinsic
+``loop(a, b, out, reps)``: it loads one ``nbytes`` input vector from ``a`` and STREAMS from the rows
+of ``b``, keeps STREAMS accumulators of ``lanes`` x ``acc`` (i32 or float) in registers, runs
+``reps`` steps of ``step(builder, a, b_s, acc_s) -> acc_s`` on each, and stores them to ``out``
+(STREAMS x lanes). The step emits the instruction as inline assembly marked with a side effect, so
+LLVM neither hoists a loop-invariant product nor rewrites the sequence into another instruction.
+
+Napkin math: 6 independent accumulators cover a 4-5 cycle latency at 1-2 instructions per cycle,
+and 6 accumulators + 6 temporaries + 3 inputs fit the 16 ymm registers of AVX2.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+try:  # numba emits object code directly; inline asm needs the target's asm parser registered
+    import llvmlite.binding as _llb
+
+    _llb.initialize_native_asmparser()
+except Exception:  # pragma: no cover
+    pass
+
+STREAMS = 6
+
+
+def accumulate_loop(nbytes: int, acc: ir.Type, lanes: int, step):
+    vin = ir.VectorType(ir.IntType(8), nbytes)
+    vacc = ir.VectorType(acc, lanes)
+    i32 = ir.IntType(32)
+
+    @intrinsic
+    def loop(typingctx, a, b, out, reps):
+        sig = types.void(a, b, out, reps)
+
+        def codegen(context, builder, signature, args):
+            at, bt, ot, rt = signature.args
+            arrays = zip((at, bt, ot), args[:3])
+            data = [context.make_array(t)(context, builder, v).data for t, v in arrays]
+
+            def vec(ptr, offset, ty):  # ``offset`` in bytes, whatever the array's element type
+                byte = builder.gep(builder.bitcast(ptr, ir.IntType(8).as_pointer()), [ir.Constant(i32, offset)])
+                return builder.bitcast(byte, ty.as_pointer())
+
+            va = builder.load(vec(data[0], 0, vin), align=1)
+            vbs = [builder.load(vec(data[1], s * nbytes, vin), align=1) for s in range(STREAMS)]
+            accs = [cgutils.alloca_once_value(builder, ir.Constant(vacc, None)) for _ in range(STREAMS)]
+            with cgutils.for_range(builder, context.cast(builder, args[3], rt, types.intp)):
+                for s in range(STREAMS):
+                    builder.store(step(builder, va, vbs[s], builder.load(accs[s])), accs[s])
+            for s in range(STREAMS):
+                builder.store(
+                    builder.load(accs[s]), vec(data[2], s * lanes * 4, vacc), align=4
+                )  # 4-byte lanes (i32, float)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return loop
+
+
+def asm_step(asm: str, constraints: str, result: ir.Type, operands):
+    """A step from one asm template: ``operands(builder, a, b, acc) -> [values]`` in the order of
+    ``constraints``; returns the asm's value (the new accumulator, or what ``combine`` adds)."""
+
+    def step(builder, a, b, acc):
+        vals = operands(builder, a, b, acc)
+        fnty = ir.FunctionType(result, [v.type for v in vals])
+        return builder.asm(fnty, asm, constraints, vals, side_effect=True)
+
+    return step
