@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument(
         "--budget",
-        type=float,
+        type=_positive_seconds,
         default=None,
         metavar="SECONDS",
         help="time budget per measurement (default 0.3, --quick 0.08)",
@@ -149,6 +149,16 @@ def _version() -> str:
     return __version__
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be more than 0 seconds (e.g. --budget 0.05)")
+    return v
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -165,6 +175,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rooflab: interrupted", file=sys.stderr)
         return 130
+    except OSError as e:  # an output path that cannot be written (a folder that cannot be made, /proc, ...)
+        if e.filename is None:
+            raise
+        print(
+            f"rooflab: error: cannot write {e.filename}: {e.strerror} (fix: pass a path you can write to)",
+            file=sys.stderr,
+        )
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

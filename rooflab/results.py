@@ -33,6 +33,14 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def readable_mode(path) -> None:
+    """The mode an ordinary file gets (0666 less the umask): a file written through mkstemp is
+    0600, which left result JSON and exported ONNX files unreadable to others beside 0644 PNGs."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
+
+
 def atomic_write_json(path: Path, data: dict) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -43,6 +51,7 @@ def atomic_write_json(path: Path, data: dict) -> None:
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
+        readable_mode(tmp)
         os.replace(tmp, path)
     except BaseException:
         try:

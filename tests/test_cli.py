@@ -161,3 +161,32 @@ def test_unwritable_out_and_impossible_working_set_are_refused_before_anything_i
     )
     assert p.returncode == 2 and "64T" in p.stderr and p.stderr.count("\n") == 1
     assert not list(out.rglob("*.json"))  # nothing written
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cmd", ["report", "plot", "publish"])
+def test_an_unwritable_output_is_one_line_and_exit_2(quick_result, cmd, capsys):
+    src = str(quick_result.parent.parent) if cmd == "publish" else str(quick_result)
+    assert _run([cmd, src, "-o", "/proc/rooflab-cannot/out.html"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rooflab: error: cannot write /proc/rooflab-cannot"), err
+
+
+@pytest.mark.parametrize("budget", ["-1", "0", "soon"])
+def test_a_budget_that_is_not_positive_seconds_is_refused(budget, capsys):
+    with pytest.raises(SystemExit) as e:
+        _run(["run", "--budget", budget])
+    assert e.value.code == 2 and "--budget" in capsys.readouterr().err
+
+
+def test_result_files_are_readable_like_any_other_file(tmp_path):
+    import os
+
+    from rooflab.results import atomic_write_json
+
+    old = os.umask(0o022)
+    try:
+        atomic_write_json(tmp_path / "r.json", {"a": 1})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644  # mkstemp alone leaves 0600

@@ -364,6 +364,9 @@ def export(model: str, path, batch: int | None = None, seq: int | None = None, c
         raise RooflabError(f"cannot write {path}: {e.strerror or e}", "pass a writable -o FILE") from None
     try:
         onnx.save(build(model, batch, seq, cache), tmp)
+        from ..results import readable_mode
+
+        readable_mode(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
