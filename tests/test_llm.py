@@ -190,3 +190,16 @@ def test_not_json_and_unknown_fields(tmp_path):
         llm.load(str(bad))
     bad.write_text(json.dumps(dict(TINY, quantization_config={"bits": 4})))
     assert llm.load(str(bad)).unknown == ["quantization_config"]
+
+
+def test_a_model_type_rooflab_does_not_model_says_so():
+    import json
+    from pathlib import Path
+
+    from rooflab.models import llm as L
+
+    cfg = json.loads((Path(L.__file__).parent / "llm_configs" / "qwen2-0.5b.json").read_text())
+    assert L.generic_note(L.parse(cfg, "qwen2")) is None
+    cfg["model_type"] = "falcon"
+    note = L.generic_note(L.parse(cfg, "f"))
+    assert note.startswith("note: f: model_type 'falcon' is not one rooflab models") and "generic decoder" in note

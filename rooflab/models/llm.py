@@ -161,6 +161,21 @@ def _num(cfg: dict, key: str, default: float) -> float:
     return float(v)
 
 
+# the model_types whose blocks parse() models feature by feature (norms, gating, fused projections,
+# biases, parallel residual); any other is modelled as the generic decoder and says so
+MODELLED_TYPES = ("llama", "mistral", "qwen2", "qwen2_moe", "gemma", "phi3", "mixtral", "gpt2", "gpt_neox")
+
+
+def generic_note(arch) -> str | None:
+    """One line when ``arch``'s model_type is not one rooflab models feature by feature."""
+    if arch.model_type in MODELLED_TYPES:
+        return None
+    return (
+        f"note: {arch.name}: model_type {arch.model_type!r} is not one rooflab models feature by feature "
+        f"({', '.join(MODELLED_TYPES)}): placed as a generic decoder from the common fields"
+    )
+
+
 def parse(cfg: dict, name: str = "model") -> Arch:
     """An Arch from a config dict; one RooflabError naming the field for a missing, mistyped or
     inconsistent value."""

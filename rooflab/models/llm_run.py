@@ -322,6 +322,8 @@ def cmd_llm(args) -> int:
     from ..threads import check_threads, max_threads
 
     arch = llm.load(args.config)
+    if llm.generic_note(arch):
+        print(llm.generic_note(arch), file=sys.stderr)
     if arch.unknown:
         print(
             f"note: {arch.name}: config fields rooflab does not read: {', '.join(arch.unknown)} (placed without them)",
