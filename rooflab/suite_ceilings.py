@@ -276,6 +276,13 @@ def set_theoretical(cpu: dict, best_clock: dict) -> None:
     cpu["theoretical"] = peaks_at_clocks(cpu, best_clock, "best running clock probed in the run, per thread count")
 
 
+def best_unit_clock(records: list[dict]) -> float | None:
+    """The best clock probed while these records' unit ran (each record's slowest thread: what an
+    all-thread kernel runs at; a neighbour only slows a probe, so the best record's is the clock)."""
+    clocks = [min(r["clock_ghz"]["unit"]) for r in records if (r.get("clock_ghz") or {}).get("unit")]
+    return max(clocks) if clocks else None
+
+
 def set_unit_clocks(cpu: dict, records: list[dict]) -> None:
     """Each FMA peak's theoretical rate at the clock its unit ran at: the best clock probed right
     after its kernel (rooflab.cpu.clock.probe_unit_clock) over the run's FMA records of that dtype
@@ -287,24 +294,25 @@ def set_unit_clocks(cpu: dict, records: list[dict]) -> None:
 
     theo = cpu.get("theoretical") or {}
     for p in theo.get("peaks", []):
-        units = [
-            min(r["clock_ghz"]["unit"])
-            for r in records
-            if r.get("family") == "ert"
-            and r.get("kernel") == "fma"
-            and r.get("status") == "ok"
-            and r["dtype"] == p["dtype"]
-            and r["threads"] == p["threads"]
-            and (r.get("clock_ghz") or {}).get("unit")
-        ]
+        ghz = best_unit_clock(
+            [
+                r
+                for r in records
+                if r.get("family") == "ert"
+                and r.get("kernel") == "fma"
+                and r.get("status") == "ok"
+                and r["dtype"] == p["dtype"]
+                and r["threads"] == p["threads"]
+            ]
+        )
         p.setdefault("scalar_clock_ghz", p["clock_ghz"])
-        if not units:
+        if not ghz:
             p["clock_source"] = "scalar clock (dependent adds): this unit's own clock was not probed"
             continue
         cores = min(p["threads"], cpu.get("physical_cores") or p["threads"])
-        at = theoretical_peak(cores, max(units), cpu["fma_units"], 8 if p["dtype"] == "float64" else 4)
+        at = theoretical_peak(cores, ghz, cpu["fma_units"], 8 if p["dtype"] == "float64" else 4)
         if at:
-            p.update(at, clock_ghz=max(units), clock_source=f"FMA unit clock: {UNIT_METHOD}")
+            p.update(at, clock_ghz=ghz, clock_source=f"FMA unit clock: {UNIT_METHOD}")
 
 
 def peak_notes(ceilings: list[dict], cpu: dict) -> list[str]:
@@ -360,8 +368,8 @@ def lowprec_ceilings(recs: list[dict], cpu: dict) -> list[dict]:
                 "passes": len(cands),
                 "pass_spread": spread,
             }
-            clocks = [min(r["clock_ghz"]["unit"]) for r in cands if (r.get("clock_ghz") or {}).get("unit")]
-            ghz = max(clocks) if clocks else (cpu.get("measured_ghz_all_threads") or {}).get(str(threads))
+            unit_ghz = best_unit_clock(cands)
+            ghz = unit_ghz or (cpu.get("measured_ghz_all_threads") or {}).get(str(threads))
             t = lowprec_peak(unit, min(threads, cpu.get("physical_cores") or threads), ghz, cpu["fma_units"])
             if t:
                 c.update(
@@ -369,7 +377,7 @@ def lowprec_ceilings(recs: list[dict], cpu: dict) -> list[dict]:
                     theoretical_formula=t["formula"],
                     theoretical_clock_ghz=ghz,
                     theoretical_clock_source=(
-                        f"{unit} unit clock: probed right after its kernel" if clocks else "scalar clock"
+                        f"{unit} unit clock: probed right after its kernel" if unit_ghz else "scalar clock"
                     ),
                     fraction_of_theoretical=c["value"] / t["value"],
                     above_105pct_of_theoretical=c["value"] > 1.05 * t["value"],

@@ -64,6 +64,21 @@ def accumulate_loop(nbytes: int, acc: ir.Type, lanes: int, step):
     return loop
 
 
+def missing(required: set[str], what: str, features: str | None = None, arch: str | None = None) -> str | None:
+    """None where numba's target (or ``features``: LLVM's '+avx2,...') on this host's (or ``arch``'s)
+    CPU has every feature in ``required``, else why not: a kernel is never compiled for a target that
+    lacks its instruction (LLVM's assembler would abort the process)."""
+    import platform
+
+    from . import simd
+
+    arch = arch or platform.machine()
+    if arch.lower() not in ("x86_64", "amd64"):
+        return f"not an x86-64 CPU ({arch})"
+    feats = set((simd._target_features() if features is None else features).split(","))
+    return None if required <= feats else f"the CPU (or numba's target) has no {what}"
+
+
 def asm_step(asm: str, constraints: str, result: ir.Type, operands):
     """A step from one asm template: ``operands(builder, a, b, acc) -> [values]`` in the order of
     ``constraints``; returns the asm's value (the new accumulator, or what ``combine`` adds)."""

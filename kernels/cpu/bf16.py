@@ -22,7 +22,7 @@ from numba import njit, prange
 
 import rooflab._numba_env  # noqa: F401
 
-from .asm_loop import STREAMS, accumulate_loop, asm_step  # noqa: F401  (STREAMS: read here by the family)
+from .asm_loop import STREAMS, accumulate_loop, asm_step, missing  # noqa: F401  (STREAMS: read here by the family)
 
 BYTES, LANES = 64, 16  # 32 bf16 per step and stream; 16 fp32 lanes per accumulator
 INSTRUCTION = "vdpbf16ps zmm"
@@ -44,16 +44,8 @@ def dot_bf16(a, b, out, reps, nthreads):
 
 
 def available(features: str | None = None, arch: str | None = None) -> str | None:
-    """None where vdpbf16ps zmm can run here, else why not (never compiled then)."""
-    import platform
-
-    from . import simd
-
-    arch = arch or platform.machine()
-    if arch.lower() not in ("x86_64", "amd64"):
-        return f"not an x86-64 CPU ({arch})"
-    feats = set((simd._target_features() if features is None else features).split(","))
-    return None if {"+avx512bf16", "+avx512f"} <= feats else "the CPU (or numba's target) has no AVX-512 BF16"
+    """None where vdpbf16ps zmm can run here, else why not (asm_loop.missing)."""
+    return missing({"+avx512bf16", "+avx512f"}, "AVX-512 BF16", features, arch)
 
 
 def to_bf16(x: np.ndarray) -> np.ndarray:

@@ -31,7 +31,7 @@ from numba import njit, prange
 import rooflab._numba_env  # noqa: F401
 from rooflab.cpu.machine import LOWPREC_INSTRUCTION
 
-from .asm_loop import STREAMS, accumulate_loop, asm_step  # noqa: F401  (STREAMS: read here by the family)
+from .asm_loop import STREAMS, accumulate_loop, asm_step, missing  # noqa: F401  (STREAMS: read here by the family)
 
 BYTES = {"avx2": 32, "vnni": 64}  # activation bytes per step and stream
 LANES = {"avx2": 8, "vnni": 16}  # int32 accumulator lanes per stream
@@ -73,23 +73,10 @@ def dot_vnni(a, b, out, reps, nthreads):
 
 
 def paths(features: str | None = None, arch: str | None = None) -> dict[str, str | None]:
-    """Each path -> None where it can run here, else why not (the kernel is never compiled then: an
-    instruction the target lacks aborts the process in LLVM's assembler). ``features`` (LLVM's
-    '+avx2,...') and ``arch`` default to numba's target and this host's."""
-    import platform
-
-    from . import simd
-
-    arch = arch or platform.machine()
-    if arch.lower() not in ("x86_64", "amd64"):
-        why = f"not an x86-64 CPU ({arch})"
-        return {"avx2": why, "vnni": why}
-    feats = set((simd._target_features() if features is None else features).split(","))
+    """Each path -> None where it can run here, else why not (asm_loop.missing)."""
     return {
-        "avx2": None if "+avx2" in feats else "the CPU (or numba's target) has no AVX2",
-        "vnni": None
-        if {"+avx512vnni", "+avx512f"} <= feats
-        else "the CPU (or numba's target) has no AVX-512 VNNI (vpdpbusd zmm)",
+        "avx2": missing({"+avx2"}, "AVX2", features, arch),
+        "vnni": missing({"+avx512vnni", "+avx512f"}, "AVX-512 VNNI (vpdpbusd zmm)", features, arch),
     }
 
 

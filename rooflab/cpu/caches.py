@@ -14,13 +14,13 @@ asks this module, which prefers what a ceilings run measured:
                    on it).
   DRAM from        the probe's ``dram_from_bytes``, else 4x the OS LLC (STREAM's rule), else
                    1 GiB with no cache sizes at all.
-  the LLC          the last level's OS size, or FALLBACK_LLC with a note saying so (one
-                   fallback for the whole project).
+  the LLC          the last level's OS size, or FALLBACK_LLC (one fallback for the whole
+                   project; a ceilings run without cache sizes says so in its notes).
 
     from rooflab.cpu.caches import CacheMap
     cm = CacheMap.of(result)                 # a ceilings result document, or {"machine": ...}
     cm.level_for(154.6e6, threads=2)         # "DRAM" on that VM, as measured
-    cm.llc_bytes(), cm.note                  # 503316480, None
+    cm.llc_bytes()                           # 503316480: the OS's size
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 
-FALLBACK_LLC = 32 << 20  # where the OS gives no cache sizes: a common server LLC slice, said when used
+FALLBACK_LLC = 32 << 20  # where the OS gives no cache sizes: a common server LLC slice
 UNKNOWN_CACHES_DRAM_FROM = 1 << 30  # no cache sizes: only sizes far beyond any LLC shipped today are DRAM
 
 
@@ -46,7 +46,6 @@ def capacity(cache: dict, threads: int) -> int:
 class CacheMap:
     caches: list[dict]  # machine.cpu.caches (OS sizes; the LLC may carry the run's dram_from_bytes)
     ceilings: list[dict] = field(default_factory=list)  # a ceilings run's, for the measured plateaus
-    note: str | None = None  # one line when a fallback stands in for what the OS did not say
 
     @classmethod
     def of(cls, doc: dict | None) -> CacheMap:
@@ -56,19 +55,19 @@ class CacheMap:
         machine = doc.get("machine", doc)
         cpu = machine.get("cpu", machine) if isinstance(machine, dict) else {}
         caches = list(cpu.get("caches") or [])
-        return cls(caches, list(doc.get("ceilings") or []), _note(caches))
+        return cls(caches, list(doc.get("ceilings") or []))
 
     @classmethod
     def host(cls) -> CacheMap:
         from .machine import check_caches, read_caches
 
         caches, _ = check_caches(read_caches())
-        return cls(caches, [], _note(caches))
+        return cls(caches, [])
 
     # ---- sizes ----------------------------------------------------------------------------------
 
     def llc_bytes(self) -> int:
-        """The last level's OS size (FALLBACK_LLC where the OS gives none; ``note`` says so)."""
+        """The last level's OS size (FALLBACK_LLC where the OS gives none)."""
         return self.caches[-1]["size_bytes"] if self.caches else FALLBACK_LLC
 
     def llc_effective(self) -> float:
@@ -125,14 +124,3 @@ def host_measured(measure=None) -> CacheMap:
         if found:
             cm.caches = [*cm.caches[:-1], {**cm.caches[-1], "dram_from_bytes": found}]
     return cm
-
-
-def _note(caches: list[dict]) -> str | None:
-    if caches:
-        return None
-    return f"the OS gives no cache sizes: the last-level cache is taken as {FALLBACK_LLC >> 20} MiB"
-
-
-def llc_bytes(machine_or_cpu: dict | None = None) -> int:
-    """The LLC of a machine description (this host's when None), with the one fallback."""
-    return (CacheMap.of(machine_or_cpu) if machine_or_cpu is not None else CacheMap.host()).llc_bytes()
