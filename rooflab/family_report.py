@@ -49,6 +49,10 @@ def rate(rec: dict) -> tuple[float | None, str]:
         return ns_per_hop(rec), "ns"
     if rec.get("family") in ("latency", "launch") and rec.get("ns_per_launch"):
         return rec["ns_per_launch"]["median"], "ns"
+    if rec.get("family") == "qgemm":  # integer ops as GOPS, a weight-only GEMV by the bytes it reads
+        from .families.qgemm import rate_of
+
+        return rate_of(rec)
     if rec.get("group") == "tiny_chain" and rec.get("time_s"):
         return rec["time_s"]["median"] / max(int(rec.get("reps") or 1), 1) * 1e9, "ns"
     if rec.get("gflops") and rec["gflops"].get("median"):

@@ -41,6 +41,10 @@ TOLERANCES = {
         "winograd4": (5e-3, 5e-3),
         "conv": (1e-4, 3e-5),
         "conv-winograd-f4x4": (1e-3, 3e-4),
+        # weight-only quantized products (qgemm_nbits), |Y| ~ 10: fp32 sums of K terms with the zero
+        # point folded out (x15 cancellation in 4 bits, x128 in 8) stay below 5e-3; one block's scale
+        # dropped or taken from its neighbour moves Y by ~0.1 (tests/test_qgemm.py)
+        "quant": (1e-3, 2e-2),
     },
     "float16": {"default": (1e-2, 1e-3), "reduction": (2e-2, 2e-2), "winograd4": (5e-2, 5e-2)},
     "bfloat16": {"default": (3e-2, 1e-2), "reduction": (6e-2, 6e-2), "winograd4": (1e-1, 1e-1)},
