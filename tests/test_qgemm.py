@@ -15,13 +15,13 @@ import textwrap
 
 import numpy as np
 import pytest
+from rooflab.kernels.cpu import qgemm_i8, qgemm_ukr, qgemm_w
+from rooflab.kernels.cpu.simd_q import dot_path
 
 import rooflab
 from rooflab import verify
 from rooflab.errors import RooflabError, VerificationError
 from rooflab.families import qgemm as Q
-from rooflab.kernels.cpu import qgemm_i8, qgemm_ukr, qgemm_w
-from rooflab.kernels.cpu.simd_q import dot_path
 
 try:
     import onnxruntime  # noqa: F401
