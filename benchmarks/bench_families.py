@@ -1,4 +1,4 @@
-"""The kernel families in asv (gemm, conv, elementwise, chase, latency): for each family's quick suite (the same cases `rooflab run --suite
+"""The kernel families in asv (gemm, qgemm, conv, elementwise, chase, latency): for each family's quick suite (the same cases `rooflab run --suite
 FAMILY --quick` measures), variant 0 (the library) and the top rung of each op, so a regression of
 either our best kernel or the library shows up across commits. Parameters come from the families'
 own declarations (rooflab.registry.family_cases); setup builds and verifies once per process; a
@@ -6,7 +6,7 @@ kernel that fails its check fails its benchmark instead of producing a number.""
 
 from ._common import bench_params, prepared
 
-FAMILIES = ("gemm", "conv", "elementwise", "chase", "latency")
+FAMILIES = ("gemm", "qgemm", "conv", "elementwise", "chase", "latency")
 
 
 def _selected(family):
@@ -74,6 +74,14 @@ class _Family:
 class GemmCPU(_Family):
     family = "gemm"
     params = (_labels("gemm"),)
+    param_names = ["case"]
+
+
+class QgemmCPU(_Family):
+    """The quantized rungs: INT8 GEMM and the 4-bit GEMV, each beside onnxruntime's MLAS kernel."""
+
+    family = "qgemm"
+    params = (_labels("qgemm"),)
     param_names = ["case"]
 
 

@@ -203,3 +203,34 @@ def test_a_model_type_rooflab_does_not_model_says_so():
     cfg["model_type"] = "falcon"
     note = L.generic_note(L.parse(cfg, "f"))
     assert note.startswith("note: f: model_type 'falcon' is not one rooflab models") and "generic decoder" in note
+
+
+def test_quantized_weights_count_stored_bytes_and_keep_the_tied_head():
+    a = llm.load("smollm-135m")  # tied LM head
+    fp = llm.phase_ops(a, "decode", 1, context=64)
+    q4 = llm.phase_ops(a, "decode", 1, context=64, weights=4)
+    q8 = llm.phase_ops(a, "decode", 1, context=64, weights=8)
+    t, t4, t8 = llm.totals(fp), llm.totals(q4), llm.totals(q8)
+    assert t4["weight_elems"] == t["weight_elems"] == t8["weight_elems"] and t4["flops"] == t["flops"]
+    head = [o for o in q4 if o["name"].startswith("lm_head")]
+    assert head[0]["kind"] == "gemm"  # the tied LM head reads the fp32 embedding table
+    head_elems = head[0]["shape"]["K"] * head[0]["shape"]["N"]
+    linear = t["weight_elems"] - head_elems
+    assert t4["weight_bytes"] == pytest.approx(linear * 0.625 + head_elems * 4)
+    assert t8["weight_bytes"] == pytest.approx(linear * 1.125 + head_elems * 4)
+    assert t4["bytes"] < t8["bytes"] < t["bytes"]
+
+
+def test_quantized_bias_is_its_own_add():
+    a = llm.load("qwen2-0.5b")  # q/k/v carry biases
+    q = llm.phase_ops(a, "decode", 1, context=16, weights=4)
+    adds = [o for o in q if o["name"].endswith(" bias")]
+    assert {o["name"] for o in adds} == {"q_proj bias", "k_proj bias", "v_proj bias"}
+    assert all(o["shape"]["broadcast_numel"] * 1 == o["shape"]["numel"] for o in adds)  # one token: one row
+    assert not any(o["kind"] == "qgemm_nbits" and o["shape"].get("bias") for o in q)
+
+
+def test_weights_option_names_its_choices():
+    assert llm.weights_bits(None) is None and llm.weights_bits("INT4") == 4 and llm.weights_bits("int8") == 8
+    with pytest.raises(RooflabError, match="fp32, int8 or int4"):
+        llm.weights_bits("int3")

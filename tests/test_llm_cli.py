@@ -38,10 +38,22 @@ def _cfg(tmp_path, cfg=TINY, text=None):
         (["--batch", "100000000", "--context", "64", "--prompt", "8"], None, "--batch 100000000: its KV cache"),
         (["--dtype", "int3"], None, "--dtype"),
         (["--device", "tpu"], None, "unknown device"),
+        (["--weights", "int3"], None, "--weights 'int3' is not a storage"),
+        (["--weights", "int4", "--dtype", "bf16"], None, "keeps fp32 activations"),
+        ([], json.dumps(dict(TINY, intermediate_size=100)), "not a multiple of the quantization block"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv_extra, text, needle):
     path = _cfg(tmp_path, text=text) if text is not None else _cfg(tmp_path)
+    if "quantization block" in needle:
+        argv_extra = [
+            "--weights",
+            "int4",
+            "--prompt",
+            "8",
+            "--context",
+            "32",
+        ]  # a down_proj whose K = 100 cannot be cut into blocks of 32
     rc = cli.main(["llm", path, "--no-measure", "--out", str(tmp_path / "r"), *argv_extra])
     err = capsys.readouterr().err
     assert rc == 2 and needle in err and err.count("\n") == 1, err
@@ -143,6 +155,25 @@ def test_tiny_llm_end_to_end(quick_result, tmp_path, capsys):
 
 
 @pytest.mark.slow  # a real quick run's ceilings, then the LLM placed on them
+def test_tiny_llm_with_int4_weights_runs_the_quantized_rungs(quick_result, tmp_path, capsys):
+    cfg = _cfg(tmp_path)
+    rc = cli.main(["llm", cfg, "--ceilings", str(quick_result), "--quick", "--weights", "int4", "--context", "32",
+                   "--prompt", "8", "--out", str(tmp_path / "r"), "--json", "--no-plot"])  # fmt: skip
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["weights"].startswith("int4")
+    saved = json.loads(open(d["files"][0]).read())
+    for r in saved["llm"]["rows"]:
+        assert not r["predicted_ops"]
+        kinds = {o["kind"] for o in r["ops"]}
+        assert "qgemm_nbits" in kinds and "gemm" in kinds  # the tied LM head stays fp32
+        per = [o for o in r["ops"] if o["kind"] == "qgemm_nbits"]
+        assert all(o["shape"]["bits"] == 4 for o in per)
+    placed = {o["variant"] for o in saved["ops_placed"]}
+    assert {"cpu.qgemm.00-ort-matmulnbits", "cpu.qgemm.01-dequant-in-registers"} <= placed
+
+
+@pytest.mark.slow  # a real quick run's ceilings, then the LLM placed on them
 def test_ops_that_do_not_fit_are_predicted_and_bf16_runs_as_fp32(quick_result, tmp_path, capsys, monkeypatch):
     from rooflab.models import llm_run
 
@@ -234,7 +265,7 @@ def test_runtime_check_runs_at_the_threads_the_ops_ran_at(tmp_path, capsys, monk
     ceil.write_text(json.dumps(bad_two_threads() | {"suite": "ceilings", "status": "complete"}))
     seen = {}
 
-    def compare(config, rows, threads, prompt, context, runs=10):
+    def compare(config, rows, threads, prompt, context, runs=10, **_):
         seen["threads"] = threads
         return {"config": config, "threads": threads, "runtime": "stub", "phases": {}}
 

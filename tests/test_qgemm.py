@@ -213,3 +213,17 @@ def test_suite_cases_name_registered_variants_and_the_driver_runs_one():
     for c in small:
         rec = d.run_case(c)
         assert rec.status == "ok", rec.error
+
+
+def test_op_formulas_for_quantized_gemms():
+    from rooflab.models import ops
+
+    q = ops.normalize({"kind": "qgemm_nbits", "name": "w4", "shape": {"M": 2, "N": 64, "K": 96, "bits": 4}})
+    assert ops.flops(q) == 2 * 2 * 64 * 96 and ops.weight_bytes(q) == 64 * 96 * (0.5 + 4 / 32)
+    assert ops.min_bytes(q) == 4 * (2 * 96 + 2 * 64) + 64 * 96 * 0.625
+    i8 = ops.normalize({"kind": "qgemm_int8", "name": "i8", "shape": {"M": 2, "N": 64, "K": 96}})
+    assert ops.min_bytes(i8) == 2 * 96 + 96 * 64 + 4 * 2 * 64 and ops.params(i8) == 96 * 64
+    with pytest.raises(RooflabError, match="3-bit weights are not modelled"):
+        ops.normalize({"kind": "qgemm_nbits", "name": "w3", "shape": {"M": 1, "N": 4, "K": 32, "bits": 3}})
+    with pytest.raises(RooflabError, match="multiple of the quantization block"):
+        ops.normalize({"kind": "qgemm_nbits", "name": "k40", "shape": {"M": 1, "N": 4, "K": 40, "bits": 4}})

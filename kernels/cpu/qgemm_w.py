@@ -13,9 +13,10 @@ so each block costs its products plus one scalar FMA with the block's activation
 per call). For 4 bits the activations are reordered once per call into [block][16 even][16 odd],
 matching the low and high nibbles. Four weight rows share each activation load.
 
-Prefill (M > ROWS_GEMV rows): each NC-column slab of W is dequantized into an L2-sized fp32 panel
-(K x NC, never the whole matrix) and multiplied by the packed fp32 GEMM of kernels/cpu/gemm.py:
-the dequantize-and-FMA path, compute-bound on the FMA units plus the widening.
+Prefill (M > ROWS_GEMV rows): the BLIS loop nest and register-tile micro-kernel of
+kernels/cpu/gemm.py, where packing a KC x NC panel of B dequantizes it from the codes (1 MiB of
+fp32, never the whole matrix): the dequantize-and-FMA path, the widening paid once per panel and
+amortized over the M rows, so at M >= 32 it runs near the FP32 FMA roof.
 
 Napkin (one Zen 4 core, zmm): per 16 bytes of 4-bit weights: 2 widenings (zext + convert), 1 mul,
 2 FMA, 1 broadcast: ~8 vector ops at one zmm op per cycle -> ~2 B/cycle ~ 7 GB/s per core, so the
@@ -28,10 +29,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .gemm import BLOCKING as _GEMM_BLOCKING
+from .gemm import MR, TILE, pack_a, ukr
 from .simd import vfma, vhsum, vload, vmul, vsplat, vzero
 from .simd_q import ILANES, byte_f32, nib_hi, nib_lo
 
 BLOCK = 32
+_GEMM_MC = _GEMM_BLOCKING["float32"]["mc"]
+TILE_NR = TILE["float32"][1]
 ROWS_GEMV = 4  # rows of A up to which the GEMV path runs per row; above, the dequantize-and-GEMM path
 ZERO_POINT = {4: 8, 8: 128}
 
@@ -168,35 +173,78 @@ def gemv_tail(Ptail, Stail, aq, asum, Y, n0, bits):
             Y[m, n0 + r] = y[r]
 
 
-# ---- prefill: dequantize a slab into a panel, then the fp32 GEMM --------------------------------
-@njit(parallel=True, cache=True)
-def dequant_slab(P, S, n0, n1, bits, K, panel):
-    """panel[k, j] = w[n0 + j, k] for a slab of columns: the fp32 weights of a K x (n1 - n0) panel."""
-    nb = K // BLOCK
+# ---- prefill: the packed fp32 GEMM of gemm.py, its B panels dequantized as they are packed -------
+@njit(cache=True)
+def dequant_pack_b(P, S, nb, bits, pc, kc, jc, nc, Bp, NR):
+    """Bp[(jr/NR)*NR*kc + p*NR + j] = w[jc+jr+j, pc+p] (dequantized; columns past nc zero): the B
+    panel format of gemm.pack_b, written straight from the codes (pc, kc multiples of the block)."""
     blob = BLOCK * bits // 8
-    z = ZERO_POINT_4 if bits == 4 else ZERO_POINT_8
-    for j in prange(n1 - n0):
-        n = n0 + j
-        for b in range(nb):
-            s = S[n * nb + b]
-            base = (n * nb + b) * blob
-            if bits == 4:
-                for i in range(BLOCK // 2):
-                    q = P[base + i]
-                    panel[b * BLOCK + 2 * i, j] = (np.float32(q & 15) - z) * s
-                    panel[b * BLOCK + 2 * i + 1, j] = (np.float32(q >> 4) - z) * s
-            else:
-                for i in range(BLOCK):
-                    panel[b * BLOCK + i, j] = (np.float32(P[base + i]) - z) * s
+    for jr in range(0, nc, NR):
+        base = jr * kc
+        for j in range(NR):
+            n = jc + jr + j
+            if jr + j >= nc:
+                for p in range(kc):
+                    Bp[base + p * NR + j] = 0
+                continue
+            for b in range(pc // BLOCK, (pc + kc) // BLOCK):
+                s = S[n * nb + b]
+                src = (n * nb + b) * blob
+                o = base + (b * BLOCK - pc) * NR + j
+                if bits == 4:
+                    for i in range(BLOCK // 2):
+                        q = P[src + i]
+                        Bp[o + 2 * i * NR] = (np.float32(q & 15) - np.float32(8.0)) * s
+                        Bp[o + (2 * i + 1) * NR] = (np.float32(q >> 4) - np.float32(8.0)) * s
+                else:
+                    for i in range(BLOCK):
+                        Bp[o + i * NR] = (np.float32(P[src + i]) - np.float32(128.0)) * s
 
 
-ZERO_POINT_4 = np.float32(8.0)
-ZERO_POINT_8 = np.float32(128.0)
+@njit(cache=True)
+def _prefill_block(A, P, S, bits, C, n0, n1, Ap, Bp, tmp, mc_blk, kc_blk, nc_blk):
+    """C[:, n0:n1] = A @ dequant(W)[n0:n1]^T with gemm.py's loop nest and micro-kernel."""
+    M, K = A.shape
+    nb = K // BLOCK
+    NR = tmp.shape[1]
+    for jc in range(n0, n1, nc_blk):
+        nc = min(nc_blk, n1 - jc)
+        for pc in range(0, K, kc_blk):
+            kc = min(kc_blk, K - pc)
+            first = pc == 0
+            dequant_pack_b(P, S, nb, bits, pc, kc, jc, nc, Bp, NR)
+            for ic in range(0, M, mc_blk):
+                mc = min(mc_blk, M - ic)
+                pack_a(A, ic, mc, pc, kc, Ap, MR)
+                for jr in range(0, nc, NR):
+                    nr = min(NR, nc - jr)
+                    for ir in range(0, mc, MR):
+                        mr = min(MR, mc - ir)
+                        if mr == MR and nr == NR:
+                            ukr(kc, Ap, ir * kc, Bp, jr * kc, C, ic + ir, jc + jr, first)
+                        else:
+                            ukr(kc, Ap, ir * kc, Bp, jr * kc, tmp, 0, 0, True)
+                            for i in range(mr):
+                                for j in range(nr):
+                                    if first:
+                                        C[ic + ir + i, jc + jr + j] = tmp[i, j]
+                                    else:
+                                        C[ic + ir + i, jc + jr + j] += tmp[i, j]
 
 
-def matmul_nbits(A, packed, scales, bits: int, Y, threads: int = 1, nc: int = 64) -> None:
-    """Y (M x N) = A (M x K, float32) @ dequant(W)^T: the GEMV path for few rows, else slabs of NC
-    columns dequantized into an fp32 panel and multiplied by the packed GEMM (kernels/cpu/gemm.py)."""
+@njit(parallel=True, cache=True)
+def prefill(A, P, S, bits, C, cuts, Ap, Bp, tmp, mc, kc, nc):
+    """The N columns split at ``cuts`` (multiples of NR), one slab per thread, private buffers."""
+    for t in prange(cuts.shape[0] - 1):
+        _prefill_block(A, P, S, bits, C, cuts[t], cuts[t + 1], Ap[t], Bp[t], tmp[t], mc, kc, nc)
+
+
+PREFILL_BLOCKING = {"mc": _GEMM_MC, "kc": 1024, "nc": 256}  # nc: a 1 MiB dequantized panel at kc 1024
+
+
+def matmul_nbits(A, packed, scales, bits: int, Y, threads: int = 1) -> None:
+    """Y (M x N) = A (M x K, float32) @ dequant(W)^T: the GEMV path for few rows, else the packed
+    GEMM of kernels/cpu/gemm.py with B's panels dequantized as they are packed."""
     M, K = A.shape
     N = Y.shape[1]
     nb = K // BLOCK
@@ -218,15 +266,13 @@ def matmul_nbits(A, packed, scales, bits: int, Y, threads: int = 1, nc: int = 64
             St[: rows * nb] = S[n4 * nb :]
             gemv_tail(Pt, St, aq, asum, Y, n4, bits)
         return
-    from .gemm import gemm_packed
-
-    panel = np.empty((K, nc), np.float32)
-    out = np.empty((M, nc), np.float32)
-    for n0 in range(0, N, nc):
-        n1 = min(N, n0 + nc)
-        w = n1 - n0
-        pv = panel if w == nc else np.empty((K, w), np.float32)
-        ov = out if w == nc else np.empty((M, w), np.float32)
-        dequant_slab(P, S, n0, n1, bits, K, pv)
-        gemm_packed(A, pv, ov, threads=threads)
-        Y[:, n0:n1] = ov
+    NR = TILE_NR
+    mc = min(PREFILL_BLOCKING["mc"], -(-M // MR) * MR)
+    kc = min(PREFILL_BLOCKING["kc"], K)
+    nc = min(PREFILL_BLOCKING["nc"], -(-N // NR) * NR)
+    t = max(1, min(int(threads), -(-N // NR)))
+    cuts = np.array([min(N, -(-(N * i // t) // NR) * NR) for i in range(t + 1)], np.int64)
+    Ap = np.empty((t, mc * kc), np.float32)
+    Bp = np.empty((t, kc * nc), np.float32)
+    tmp = np.zeros((t, MR, NR), np.float32)
+    prefill(A, P, S, bits, Y, cuts, Ap, Bp, tmp, mc, kc, nc)

@@ -345,10 +345,11 @@ def _ffn(a: Arch, T: int, mult: float, p: str) -> list[dict]:
 
 
 def phase_ops(a: Arch, phase: str, batch: int = 1, prompt: int = 128, context: int = 1024,
-              dtype: str = "float32") -> list[dict]:  # fmt: skip
+              dtype: str = "float32", weights: int | None = None) -> list[dict]:  # fmt: skip
     """Every op of a prefill of ``prompt`` tokens or of one decode step at KV length ``context``
     (the new token included), normalized; each carries count (occurrences), mult (expected MoE
-    experts, else 1) and cls (time-share class)."""
+    experts, else 1) and cls (time-share class). ``weights`` (4 or 8): every linear layer's weights
+    quantized (quantize_weights)."""
     if phase == "prefill":
         new, kv = prompt, prompt
     else:
@@ -364,12 +365,46 @@ def phase_ops(a: Arch, phase: str, batch: int = 1, prompt: int = 128, context: i
     ops += per_layer
     ops.append(_op(a.norm, "final_norm", "norm", rows=T, cols=a.hidden))
     ops.append(_gemm("lm_head" + (" (tied)" if a.tied else ""), "lm-head", batch, a.vocab, a.hidden))
+    if weights:
+        ops = quantize_weights(ops, weights)
     model = f"{a.name}-{phase}-b{batch}-" + (f"s{prompt}" if phase == "prefill" else f"l{context}")
+    model += f"-w{weights}" if weights else ""
     out = []
     for o in ops:
         extra = {"cls": o.pop("cls"), "mult": o.pop("mult"), "flop_scale": o.pop("flop_scale", 1.0)}
         n = normalize(dict(o, dtype=dtype))
         out.append(n | extra | {"model": model, "phase": phase})
+    return out
+
+
+WEIGHTS = {"fp32": None, "float32": None, "int8": 8, "int4": 4}
+
+
+def weights_bits(text: str | None) -> int | None:
+    """--weights: None (fp32), 8 or 4; anything else is one line naming the choices."""
+    key = (text or "fp32").lower()
+    if key not in WEIGHTS:
+        raise RooflabError(f"--weights {text!r} is not a storage rooflab models", "use fp32, int8 or int4")
+    return WEIGHTS[key]
+
+
+def quantize_weights(ops: list[dict], bits: int) -> list[dict]:
+    """Every linear layer (a GEMM with weights) as a weight-only quantized GEMM (``qgemm_nbits``:
+    block 32, symmetric, fp32 scales, fp32 activations; rooflab/families/qgemm.py), its bias as a
+    separate add, as onnxruntime's MatMulNBits quantizer leaves it. A tied LM head reads the
+    embedding table, which a Gather shares: it stays fp32 (that quantizer leaves it too)."""
+    out = []
+    for o in ops:
+        s = o["shape"]
+        if o["kind"] != "gemm" or not s.get("weight", True) or o["name"].endswith("(tied)"):
+            out.append(o)
+            continue
+        q = dict(o, kind="qgemm_nbits", shape={"M": s["M"], "N": s["N"], "K": s["K"], "bits": bits})
+        out.append(q)
+        if s.get("bias"):
+            out.append(
+                _op("add", f"{o['name']} bias", o["cls"], o["mult"], numel=s["M"] * s["N"], broadcast_numel=s["N"])
+            )
     return out
 
 
@@ -394,7 +429,7 @@ def totals(ops_list: list[dict], itemsize: int | None = None) -> dict:
     ``itemsize`` bytes per element (int64 token ids excepted)."""
     from . import ops as O
 
-    F = B = W = 0.0
+    F = B = W = WB = 0.0
     for o in ops_list:
         n = o["count"] * o["mult"]
         b = O.min_bytes(o)
@@ -403,9 +438,10 @@ def totals(ops_list: list[dict], itemsize: int | None = None) -> dict:
             b = ids + (b - ids) * itemsize / ITEMSIZE[o["dtype"]]
         F += O.flops(o) * n * o.get("flop_scale", 1.0)
         B += b * n
-        if o["kind"] == "gemm" and o["shape"].get("weight", True):
+        if o["kind"] in ("gemm", *O.QGEMM) and o["shape"].get("weight", True):
             W += o["shape"]["K"] * o["shape"]["N"] * n
-    return {"flops": F, "bytes": B, "weight_elems": W}
+            WB += O.weight_bytes(o) * n
+    return {"flops": F, "bytes": B, "weight_elems": W, "weight_bytes": WB}
 
 
 def kv_cache_bytes(a: Arch, batch: int, context: int, itemsize: int) -> int:

@@ -12,6 +12,13 @@ def add_parser(sub) -> None:
     p.add_argument("--context", default="1024", metavar="L[,L...]", help="decode KV length(s) (default 1024)")
     p.add_argument("--batch", default="1", metavar="B[,B...]", help="batch size(s) (default 1)")
     p.add_argument("--dtype", default="float32", help="weights and activations: float32 (default), bfloat16, ...")
+    p.add_argument(
+        "--weights",
+        default="fp32",
+        metavar="fp32|int8|int4",
+        help="weight storage: fp32 (default), or int8/int4 weight-only (block 32, fp32 scales and activations, "
+        "onnxruntime's MatMulNBits layout); weight bytes are counted as stored and the GEMVs run the qgemm rungs",
+    )
     p.add_argument("--ceilings", default=None, metavar="RESULT.json", help="ceilings to place on (default: newest)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--threads", type=int, default=None, help="threads (default: all cores)")

@@ -111,6 +111,7 @@ def timed(path: Path, threads: int, runs: int, warmup: int = 2) -> dict:
 
 KIND_TO_ORT = {
     "gemm": "MatMul/Gemm (weights)",
+    "qgemm_nbits": "MatMulNBits (weights)",
     "batched_gemm": "MatMul (attention)",
     "softmax": "Softmax",
     "rmsnorm": "RMSNorm (6 nodes or fused)",
@@ -131,12 +132,47 @@ def predicted_by_kind(row: dict) -> dict:
     return out
 
 
-def compare(config: str, rows: list[dict], threads: int, prompt: int, context: int, runs: int = 10) -> dict:
+def quantize(path: Path, bits: int) -> Path:
+    """The exported graph with every MatMul's constant weights turned into MatMulNBits by onnxruntime's
+    own quantizer (block 32, symmetric, accuracy level 0: fp32 compute), as ``rooflab llm --weights``
+    models it; written beside ``path`` (its .data too), the fp32 files removed."""
+    import logging
+
+    import onnx
+
+    try:
+        from onnxruntime.quantization.matmul_nbits_quantizer import (
+            DefaultWeightOnlyQuantConfig,
+            MatMulNBitsQuantizer,
+        )
+    except ImportError as e:
+        raise RooflabError(
+            f"onnxruntime's MatMulNBits quantizer cannot be imported ({e})", "pip install 'rooflab[onnx]'"
+        ) from None
+    from .ops import QUANT_BLOCK
+
+    logging.getLogger("onnxruntime.quantization").setLevel(logging.WARNING)
+    cfg = DefaultWeightOnlyQuantConfig(block_size=QUANT_BLOCK, is_symmetric=True, accuracy_level=0, bits=bits)
+    q = MatMulNBitsQuantizer(onnx.load(str(path)), algo_config=cfg)
+    q.process()
+    out = path.with_name(f"{path.stem}-int{bits}.onnx")
+    q.model.save_model_to_file(str(out), use_external_data_format=True)
+    path.unlink()
+    Path(str(path) + ".data").unlink()
+    return out
+
+
+def compare(
+    config: str, rows: list[dict], threads: int, prompt: int, context: int, runs: int = 10, weights: int | None = None
+) -> dict:
     """Export prefill (``prompt`` tokens) and decode (KV ``context``) at batch 1, verify, time in
-    onnxruntime, and put each beside rooflab's prediction (``rows`` of llm_run.assemble)."""
+    onnxruntime, and put each beside rooflab's prediction (``rows`` of llm_run.assemble).
+    ``weights`` (4, 8): the fp32 graph verified, then its MatMul weights quantized (``quantize``)."""
     arch = llm.load(config)
     export_llm.check(arch, 1, prompt, None)
     out = {"config": arch.name, "threads": threads, "runtime": "onnxruntime " + _ort().__version__}
+    if weights:
+        out["weights"] = f"int{weights} MatMulNBits (onnxruntime's quantizer, block 32, symmetric)"
     with tempfile.TemporaryDirectory(prefix="rooflab-llm-") as d:
         tmp = Path(d)
         out["verified_rel_err"] = verify(config, tmp)
@@ -144,6 +180,8 @@ def compare(config: str, rows: list[dict], threads: int, prompt: int, context: i
             f.unlink()
         for phase, kw in (("prefill", {"seq": prompt}), ("decode", {"cache": context})):
             path = export_llm.export(config, tmp / f"{phase}.onnx", **kw)
+            if weights:
+                path = quantize(path, weights)
             m = timed(path, threads, runs)
             row = next(
                 r
@@ -170,8 +208,10 @@ def lines(c: dict) -> list[str]:
     """The check's summary lines; a torch check (llm_torch) carries its own name and per-op key."""
     name = c.get("check_name", "onnxruntime")
     what = "model" if name == "torch" else "graph"
+    weights = f", {c['weights']}" if c.get("weights") else ""
     out = [
-        f"  {name} check ({c['runtime']}, {c['threads']} threads; {what} verified, rel. err {c['verified_rel_err']:.1e}):"
+        f"  {name} check ({c['runtime']}{weights}, {c['threads']} threads; {what} verified, "
+        f"rel. err {c['verified_rel_err']:.1e}):"
     ]
     for phase in ("prefill", "decode"):
         p = c[phase]

@@ -29,7 +29,7 @@ from pathlib import Path
 from ..errors import RooflabError
 from ..memory import available_bytes, fmt_bytes
 from . import llm, measure, place
-from .ops import ITEMSIZE, flops, min_bytes, output_numel
+from .ops import ITEMSIZE, QGEMM, flops, min_bytes, output_numel, weight_bytes
 
 
 def _ints(text, what: str) -> list[int]:
@@ -51,6 +51,12 @@ def check_inputs(arch: llm.Arch, args) -> dict:
     contexts = _ints(args.context, "--context")
     batches = _ints(args.batch, "--batch")
     dtype = llm.dtype_name(args.dtype)
+    weights = llm.weights_bits(getattr(args, "weights", None))
+    if weights and dtype != "float32":
+        raise RooflabError(
+            f"--weights int{weights} keeps fp32 activations (MatMulNBits's accuracy level 0); --dtype {dtype} does not apply",
+            "drop --dtype",
+        )
     for n in (prompt[0], *contexts):
         if arch.max_pos and n > arch.max_pos:
             print(
@@ -65,7 +71,7 @@ def check_inputs(arch: llm.Arch, args) -> dict:
             f"{dtype}, more than this device's {fmt_bytes(total)} of memory",
             "use a smaller --batch or --context",
         )
-    return {"prompt": prompt[0], "contexts": contexts, "batches": batches, "dtype": dtype}
+    return {"prompt": prompt[0], "contexts": contexts, "batches": batches, "dtype": dtype, "weights": weights}
 
 
 def _memory_total(device: str) -> int | None:
@@ -101,7 +107,7 @@ def predict(op: dict, roofs: place.Roofs, cold: bool, dtype: str | None = None) 
 def _charged_cold(op: dict, phase_cold: bool) -> bool:
     if not phase_cold:
         return False
-    if op["kind"] == "gemm" and op["shape"].get("weight", True):
+    if op["kind"] in ("gemm", *QGEMM) and op["shape"].get("weight", True):
         return True
     return op["phase"] == "decode" and op["kind"] == "batched_gemm"
 
@@ -173,6 +179,15 @@ def _time(entry: dict, cold: bool, roofs) -> tuple[float, float, dict, bool]:
     return t(entry["library"]), t(best), {**best, **placed}, False
 
 
+def stored_weight_bytes(ops_list, exec_dtype: str) -> float:
+    """Bytes of weights a phase reads: fp32 GEMMs at the executed dtype, quantized ones as stored."""
+    total = 0.0
+    for o in ops_list:
+        n = o["count"] * o["mult"]
+        total += n * weight_bytes(dict(o, dtype=exec_dtype) if o["kind"] == "gemm" else o)
+    return total
+
+
 def assemble(phase_sets, measured, roofs, machine, device, dtype_req) -> list[dict]:
     """Per phase set: time, tokens/s, MBU, MFU, shares, and the op rows."""
     llc = _llc(machine, device)
@@ -183,7 +198,7 @@ def assemble(phase_sets, measured, roofs, machine, device, dtype_req) -> list[di
         tot = llm.totals(ops_list)
         exec_dtype = executable(ops_list[0]["dtype"], device)
         tot = llm.totals(ops_list, ITEMSIZE[exec_dtype])  # bytes moved at the executed dtype
-        phase_cold = tot["weight_elems"] * ITEMSIZE[exec_dtype] > llc
+        phase_cold = stored_weight_bytes(ops_list, exec_dtype) > llc
         t_lib = t_best = roof = roof_req = 0.0
         by_cls, by_bound, oprows, predicted = {}, {}, [], []
         for o in ops_list:
@@ -217,13 +232,13 @@ def assemble(phase_sets, measured, roofs, machine, device, dtype_req) -> list[di
             "flops": tot["flops"], "bytes_min": tot["bytes"], "mbu": tot["bytes"] / t_best / bw,
             "mfu": tot["flops"] / t_best / peak, "share_by_op_class": {k: 100 * v / t_best for k, v in by_cls.items()},
             "share_by_bound": {k: 100 * v / t_best for k, v in by_bound.items()}, "predicted_ops": predicted,
-            "weights_cold": phase_cold, "ops": oprows,
+            "weights_cold": phase_cold, "weight_bytes": stored_weight_bytes(ops_list, exec_dtype), "ops": oprows,
         }  # fmt: skip
         rows.append(row)
     return rows
 
 
-def curves(arch, roofs, dtype: str, batch0: int, context0: int, prompt: int) -> dict:
+def curves(arch, roofs, dtype: str, batch0: int, context0: int, prompt: int, weights: int | None = None) -> dict:
     """Decode tokens/s against batch and against context as the memory and compute roofs allow
     (analytic: every op's F and B summed), and the batch where decode turns compute-bound."""
     exec_dtype = executable(dtype, roofs.device)
@@ -231,7 +246,7 @@ def curves(arch, roofs, dtype: str, batch0: int, context0: int, prompt: int) -> 
     bw = dram_read(roofs)
 
     def point(B, L):
-        t = llm.totals(llm.phase_ops(arch, "decode", batch=B, context=L, dtype=exec_dtype))
+        t = llm.totals(llm.phase_ops(arch, "decode", batch=B, context=L, dtype=exec_dtype, weights=weights))
         return {"memory_tokens_per_s": B / (t["bytes"] / bw), "compute_tokens_per_s": B / (t["flops"] / peak)}
 
     batches = sorted({int(round(2 ** (i / 2))) for i in range(0, 25)})
@@ -256,12 +271,22 @@ def curves(arch, roofs, dtype: str, batch0: int, context0: int, prompt: int) -> 
 def _sets(arch, inp) -> list[dict]:
     sets = []
     for B in inp["batches"]:
+        w = inp.get("weights")
         sets.append({"phase": "prefill", "batch": B, "prompt": inp["prompt"],
-                     "ops": llm.fold(llm.phase_ops(arch, "prefill", B, inp["prompt"], dtype=inp["dtype"]))})  # fmt: skip
+                     "ops": llm.fold(llm.phase_ops(arch, "prefill", B, inp["prompt"], dtype=inp["dtype"], weights=w))})  # fmt: skip
         for L in inp["contexts"]:
             sets.append({"phase": "decode", "batch": B, "context": L,
-                         "ops": llm.fold(llm.phase_ops(arch, "decode", B, context=L, dtype=inp["dtype"]))})  # fmt: skip
+                         "ops": llm.fold(llm.phase_ops(arch, "decode", B, context=L, dtype=inp["dtype"], weights=w))})  # fmt: skip
     return sets
+
+
+def weights_label(bits: int | None) -> str:
+    if not bits:
+        return "fp32"
+    from .ops import QUANT_BLOCK
+
+    per = bits / 8 + 4 / QUANT_BLOCK
+    return f"int{bits} (weight-only, block {QUANT_BLOCK}, fp32 scales: {per:g} B per weight; a tied LM head stays fp32)"
 
 
 def lines(summary: dict) -> list[str]:
@@ -272,6 +297,8 @@ def lines(summary: dict) -> list[str]:
         f"{s['config']}: {s['arch']}",
         f"  parameters: {p['total']:,} total, {p['active']:,} active per token",
     ]
+    if s.get("weights", "fp32") != "fp32":
+        out.append(f"  weights: {s['weights']}")
     if s.get("unknown_fields"):
         out.append(f"  config fields rooflab does not read (placed without them): {', '.join(s['unknown_fields'])}")
     if s["dtype_requested"] != s["dtype_executed"] and s.get("rows"):
@@ -340,6 +367,8 @@ def cmd_llm(args) -> int:
         from . import llm_torch
 
         llm_torch.check(arch, device)
+        if inp["weights"]:
+            raise RooflabError("--runtime torch builds the fp32 model", "use --runtime onnxruntime with --weights")
         if args.no_measure or 1 not in inp["batches"]:
             raise RooflabError("--runtime torch compares measured predictions at batch 1",
                                "drop --no-measure, include batch 1")  # fmt: skip
@@ -353,7 +382,7 @@ def cmd_llm(args) -> int:
     summary = {
         "config": arch.name, "arch": llm.describe(arch), "params": llm.param_counts(arch),
         "unknown_fields": arch.unknown, "dtype_requested": inp["dtype"], "prompt": inp["prompt"],
-        "batches": inp["batches"], "contexts": inp["contexts"],
+        "batches": inp["batches"], "contexts": inp["contexts"], "weights": weights_label(inp["weights"]),
     }  # fmt: skip
     desc = machine.describe()
     if device == "cuda":
@@ -373,8 +402,12 @@ def cmd_llm(args) -> int:
     if ceil is None:  # counts only
         summary["dtype_executed"] = inp["dtype"]
         summary["phases"] = {
-            "prefill": llm.totals(llm.phase_ops(arch, "prefill", 1, inp["prompt"], dtype=inp["dtype"])),
-            "decode": llm.totals(llm.phase_ops(arch, "decode", 1, context=inp["contexts"][0], dtype=inp["dtype"])),
+            "prefill": llm.totals(
+                llm.phase_ops(arch, "prefill", 1, inp["prompt"], dtype=inp["dtype"], weights=inp["weights"])
+            ),
+            "decode": llm.totals(
+                llm.phase_ops(arch, "decode", 1, context=inp["contexts"][0], dtype=inp["dtype"], weights=inp["weights"])
+            ),
         }
         print(json.dumps(summary, indent=1) if args.json else "\n".join(lines(summary)))
         return 0
@@ -409,12 +442,14 @@ def cmd_llm(args) -> int:
         ceilings_source=src,
     )
     summary["rows"] = assemble(sets, measured, roofs, desc, device, inp["dtype"])
-    summary["curves"] = curves(arch, roofs, inp["dtype"], inp["batches"][0], inp["contexts"][0], inp["prompt"])
+    summary["curves"] = curves(
+        arch, roofs, inp["dtype"], inp["batches"][0], inp["contexts"][0], inp["prompt"], inp["weights"]
+    )
     if runtime:
         from . import llm_ort, llm_torch
 
         print(f"{runtime} check of {arch.name} ({summary['threads']} threads) ...", file=sys.stderr)
-        rt, kw = (llm_torch, {"device": device}) if runtime == "torch" else (llm_ort, {})
+        rt, kw = (llm_torch, {"device": device}) if runtime == "torch" else (llm_ort, {"weights": inp["weights"]})
         summary["runtime_check"] = rt.compare(
             args.config,
             summary["rows"],

@@ -17,6 +17,10 @@ reshape (Reshape, Flatten, Squeeze, Unsqueeze: a view) 0; transpose and concat (
 A causal batched GEMM (``causal_q``: S query positions per block of M rows, each attending to the
 N - S cached keys and to itself and the earlier ones; ``causal_keys_k``: the keys lie along K, P V)
 counts only the (query, key) pairs the mask keeps; its bytes are the full operands'.
+Quantized GEMMs: ``qgemm_nbits`` (weight-only, ``bits`` 4 or 8, block 32, fp32 scales: activations
+and output in the op's dtype, weights K N (bits/8 + 4/32) bytes; a bias is a separate add op) and
+``qgemm_int8`` (u8 activations x s8 weights -> int32: M K + K N + 4 M N bytes); FLOPs 2 M N K
+(integer ops for qgemm_int8), as for GEMM.
 
 An op is a dict: {"kind": ..., "shape": {...}, "dtype": "float32", "name": ..., "count": 1, "model": ...}
 """
@@ -33,6 +37,8 @@ DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64
 # kind -> required shape fields (optional ones get defaults in _shape)
 REQUIRED = {
     "gemm": ("M", "N", "K"),
+    "qgemm_nbits": ("M", "N", "K", "bits"),
+    "qgemm_int8": ("M", "N", "K"),
     "batched_gemm": ("batch", "M", "N", "K"),
     "conv2d": ("N", "C", "H", "W", "K", "R", "S"),
     "batchnorm": ("N", "C", "H", "W"),
@@ -86,6 +92,9 @@ KIND_ALIASES = {
     "permute": "transpose",
     "cat": "concat",
 }
+QGEMM = ("qgemm_nbits", "qgemm_int8")
+QUANT_BITS = (4, 8)
+QUANT_BLOCK = 32
 UNARY = ("relu", "gelu", "scale", "sigmoid", "tanh", "relu6", "hardswish", "hardsigmoid", "silu")
 BINARY = ("add", "mul", "sub", "div")
 ELEMENTWISE = UNARY + BINARY
@@ -145,6 +154,13 @@ def normalize(op: dict) -> dict:
     if kind == "gemm":
         shape.setdefault("batch", 1)
         shape.setdefault("bias", False)
+    if kind == "qgemm_nbits" and shape["bits"] not in QUANT_BITS:
+        raise RooflabError(
+            f"op {name!r}: {shape['bits']}-bit weights are not modelled",
+            f"use bits {' or '.join(map(str, QUANT_BITS))}",
+        )
+    if kind == "qgemm_nbits" and shape["K"] % QUANT_BLOCK:
+        raise RooflabError(f"op {name!r}: K={shape['K']} is not a multiple of the quantization block {QUANT_BLOCK}")
     if kind == "batched_gemm":
         shape.setdefault("bias", False)
         q = shape.get("causal_q")
@@ -186,6 +202,8 @@ def flops(op: dict) -> float:
     k, s = op["kind"], op["shape"]
     if k == "gemm":
         return 2.0 * s.get("batch", 1) * s["M"] * s["N"] * s["K"]
+    if k in QGEMM:
+        return 2.0 * s["M"] * s["N"] * s["K"]
     if k == "batched_gemm":
         return 2.0 * s["batch"] * s["M"] * s["N"] * s["K"] * _causal_fraction(s)
     if k == "conv2d":
@@ -219,6 +237,10 @@ def min_bytes(op: dict) -> float:
         b = s.get("batch", 1)
         n = b * s["M"] * s["K"] + s["K"] * s["N"] + b * s["M"] * s["N"] + (s["N"] if s.get("bias") else 0)
         return e * n
+    if k == "qgemm_nbits":
+        return e * (s["M"] * s["K"] + s["M"] * s["N"]) + weight_bytes(op)
+    if k == "qgemm_int8":
+        return s["M"] * s["K"] + s["K"] * s["N"] + 4 * s["M"] * s["N"]
     if k == "batched_gemm":
         return e * s["batch"] * (s["M"] * s["K"] + s["K"] * s["N"] + s["M"] * s["N"])
     if k == "conv2d":
@@ -259,6 +281,18 @@ def min_bytes(op: dict) -> float:
     raise KeyError(k)  # pragma: no cover
 
 
+def weight_bytes(op: dict) -> float:
+    """Bytes of an op's stored weights (a weight GEMM's B at its dtype, or quantized with its scales)."""
+    k, s = op["kind"], op["shape"]
+    if k == "qgemm_nbits":
+        return s["K"] * s["N"] * (s["bits"] / 8 + 4 / QUANT_BLOCK)
+    if k == "qgemm_int8":
+        return s["K"] * s["N"]
+    if k == "gemm" and s.get("weight", True):
+        return s["K"] * s["N"] * ITEMSIZE[op["dtype"]]
+    return 0.0
+
+
 def _causal_fraction(s: dict) -> float:
     """Share of a batched GEMM's (query, key) pairs a causal mask keeps (1 without ``causal_q``)."""
     q = s.get("causal_q")
@@ -270,7 +304,7 @@ def _causal_fraction(s: dict) -> float:
 
 def macs(op: dict) -> float:
     """Multiply-accumulates of GEMM/conv ops (0 for the others)."""
-    if op["kind"] in ("gemm", "batched_gemm", "conv2d"):
+    if op["kind"] in ("gemm", "batched_gemm", "conv2d", *QGEMM):
         f = flops(op)
         if op["kind"] == "conv2d" and op["shape"].get("bias"):
             s = op["shape"]
@@ -284,6 +318,8 @@ def params(op: dict) -> int:
     k, s = op["kind"], op["shape"]
     if k == "gemm" and s.get("weight", True):
         return s["K"] * s["N"] + (s["N"] if s.get("bias") else 0)
+    if k in QGEMM:
+        return s["K"] * s["N"]
     if k == "conv2d":
         return s["K"] * (s["C"] // s["groups"]) * s["R"] * s["S"] + (s["K"] if s.get("bias") else 0)
     if k == "batchnorm":
@@ -306,6 +342,8 @@ def output_numel(op: dict) -> int:
     k, s = op["kind"], op["shape"]
     if k == "gemm":
         return s.get("batch", 1) * s["M"] * s["N"]
+    if k in QGEMM:
+        return s["M"] * s["N"]
     if k == "batched_gemm":
         return s["batch"] * s["M"] * s["N"]
     if k == "conv2d":
