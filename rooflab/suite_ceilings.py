@@ -338,11 +338,14 @@ def peak_notes(ceilings: list[dict], cpu: dict) -> list[str]:
     return notes
 
 
+_LOWPREC_LABEL = {"int8": "INT8", "bfloat16": "BF16", "w4": "W4 dequantize-and-FMA"}
+
+
 def lowprec_ceilings(recs: list[dict], cpu: dict) -> list[dict]:
     """One compute ceiling per low-precision unit and thread count: the best pass's median, its
     theoretical rate at the clock its unit ran at (the best unit-clock probe of its records; the
     scalar clock where none was probed), labelled with the instruction it ran; GOPS for INT8."""
-    from .cpu.machine import LOWPREC_UNIT, lowprec_peak
+    from .cpu.machine import LOWPREC_DTYPE, LOWPREC_UNIT, lowprec_peak
 
     out = []
     mine = [r for r in recs if r["family"] == "lowprec"]
@@ -352,13 +355,12 @@ def lowprec_ceilings(recs: list[dict], cpu: dict) -> list[dict]:
             best = max(cands, key=lambda r: r["gflops"]["median"])
             meds = [r["gflops"]["median"] for r in cands]
             spread = 1 - min(meds) / max(meds)
-            int8 = unit.startswith("int8")
+            dtype = LOWPREC_DTYPE[unit]
             c = {
-                "name": f"{'INT8' if int8 else 'BF16'} peak ({best['instruction']}), {threads} thread"
-                f"{'s' if threads > 1 else ''}",
+                "name": f"{_LOWPREC_LABEL[dtype]} peak ({best['instruction']}), {threads} thread{'s' if threads > 1 else ''}",
                 "kind": "compute",
                 "level": None,
-                "dtype": "int8" if int8 else "bfloat16",
+                "dtype": dtype,
                 "threads": threads,
                 "value": best["gflops"]["median"],
                 "unit": LOWPREC_UNIT[unit],

@@ -227,3 +227,28 @@ def test_op_formulas_for_quantized_gemms():
         ops.normalize({"kind": "qgemm_nbits", "name": "w3", "shape": {"M": 1, "N": 4, "K": 32, "bits": 3}})
     with pytest.raises(RooflabError, match="multiple of the quantization block"):
         ops.normalize({"kind": "qgemm_nbits", "name": "k40", "shape": {"M": 1, "N": 4, "K": 40, "bits": 4}})
+
+
+def test_quantized_ops_are_placed_on_the_roof_of_their_unit():
+    """An integer GEMM on the INT8 peak, a 4-bit weight-only GEMM on the measured dequantize-and-FMA
+    roof where the ceilings have it, else on the FP32 peak said to be an upper bound."""
+    from rooflab.models import ops, place
+    from tests.test_plots import synthetic
+
+    d = synthetic(op_threads=())
+    fp32 = next(c for c in d["ceilings"] if c["kind"] == "compute" and c["dtype"] == "float32" and c["threads"] == 2)
+    w4 = next(
+        o
+        for o in [
+            ops.normalize({"kind": "qgemm_nbits", "name": "w", "shape": {"M": 1, "N": 4096, "K": 4096, "bits": 4}})
+        ]
+    )
+    i8 = ops.normalize({"kind": "qgemm_int8", "name": "i", "shape": {"M": 512, "N": 512, "K": 512}})
+    bare = place.Roofs(d, 2)
+    assert "upper bound" in place.place_op(w4, 1e-3, 1, bare, "own-cpu")["peak_used"]
+    for dtype, name, value in (("w4", "W4 dequantize-and-FMA peak", 40.0), ("int8", "INT8 peak", 900.0)):
+        d["ceilings"].append(dict(fp32, dtype=dtype, name=f"{name}, 2 threads", value=value))
+    roofs = place.Roofs(d, 2)
+    p = place.place_op(w4, 1e-3, 1, roofs, "own-cpu")
+    assert p["peak_used"].startswith("W4 dequantize-and-FMA") and "upper bound" not in p["peak_used"]
+    assert place.place_op(i8, 1e-3, 1, roofs, "own-cpu")["peak_used"].startswith("INT8 peak")

@@ -163,6 +163,25 @@ def gemv_rows(P, S, aq, asum, Y, bits, nthreads):
                 Y[m, n + 3] = y3
 
 
+@njit(parallel=True, cache=True)
+def gemv_repeat(P, S, aq, asum, Y, bits, nthreads, reps):
+    """gemv_rows ``reps`` times inside one parallel region (each thread its own rows each time):
+    the dequantize-and-FMA roof measured on cache-resident weights, no fork/join per call."""
+    N = Y.shape[1]
+    nb = aq.shape[1] // BLOCK
+    n4 = N // 4 * 4
+    for t in prange(nthreads):
+        lo = (n4 // 4) * t // nthreads * 4
+        hi = (n4 // 4) * (t + 1) // nthreads * 4
+        for _ in range(reps):
+            for n in range(lo, hi, 4):
+                y0, y1, y2, y3 = _rows4(P, S, n, nb, aq[0], asum[0], bits)
+                Y[0, n] = y0
+                Y[0, n + 1] = y1
+                Y[0, n + 2] = y2
+                Y[0, n + 3] = y3
+
+
 @njit(cache=True)
 def gemv_tail(Ptail, Stail, aq, asum, Y, n0, bits):
     """The last N % 4 columns: their rows (zero-padded to 4 by the caller) through the same step."""

@@ -565,8 +565,11 @@ LOWPREC_INSTRUCTION = {
     "int8-avx2": "vpmaddubsw+vpmaddwd ymm",
     "int8-vnni": "vpdpbusd zmm",
     "bf16-avx512": "vdpbf16ps zmm",
+    "w4-dequant-fma": "4-bit codes widened (zext, cvt) + fp32 FMA",
 }
-LOWPREC_UNIT = {"int8-avx2": "GOPS", "int8-vnni": "GOPS", "bf16-avx512": "GFLOP/s"}
+LOWPREC_UNIT = {"int8-avx2": "GOPS", "int8-vnni": "GOPS", "bf16-avx512": "GFLOP/s", "w4-dequant-fma": "GFLOP/s"}
+# the roofline dtype each low-precision ceiling is filed under (Roofline.peak(dtype))
+LOWPREC_DTYPE = {"int8-avx2": "int8", "int8-vnni": "int8", "bf16-avx512": "bfloat16", "w4-dequant-fma": "w4"}
 
 
 def lowprec_per_cycle(unit: str, units: dict) -> tuple[int | None, bool]:

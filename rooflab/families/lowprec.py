@@ -8,6 +8,10 @@ its theoretical rate per cycle at the clock the unit ran at. ``available()`` say
 CPU runs and why not the others: a kernel for a unit the target lacks is never compiled (LLVM's
 assembler would abort the process).
 
+``w4-dequant-fma``: the 4-bit GEMV kernel of the qgemm family (kernels/cpu/qgemm_w.py) on weights
+that stay in L2, so its rate is the widening + FMA work, not memory: the compute roof of a
+weight-only 4-bit GEMM (the FP32 FMA peak is far above what those ops can reach).
+
 Napkin math: 64 int8 ops per cycle (int8-avx2) at 3.7 GHz = 236 GOPS per core; the Work's
 ``flops`` are integer ops for INT8, so the record's "gflops" reads GOPS there.
 """
@@ -18,17 +22,53 @@ import numpy as np
 
 from ..kernels.cpu import bf16 as B
 from ..kernels.cpu import int8 as K
+from ..kernels.cpu import qgemm_w as WQ
 from ..registry import Variant, register
 from ..threads import resolve_threads
 from ..work import Work
 
-UNITS = ("int8-avx2", "int8-vnni", "bf16-avx512")
+UNITS = ("int8-avx2", "int8-vnni", "bf16-avx512", "w4-dequant-fma")
+W4_ROWS, W4_K = 512, 1024  # per thread: 256 KiB of 4-bit codes + 64 KiB of scales, L2-resident
 
 
 def available(features: str | None = None, arch: str | None = None) -> dict[str, str | None]:
     """unit -> None where this CPU (or the one described by ``features``, ``arch``) runs it, else why not."""
     int8 = K.paths(features, arch)
-    return {"int8-avx2": int8["avx2"], "int8-vnni": int8["vnni"], "bf16-avx512": B.available(features, arch)}
+    return {
+        "int8-avx2": int8["avx2"],
+        "int8-vnni": int8["vnni"],
+        "bf16-avx512": B.available(features, arch),
+        "w4-dequant-fma": None,  # plain vector IR: every CPU
+    }
+
+
+def _w4_inputs(n=1, dtype=None, seed=0, **_):
+    """A 4-bit weight of W4_ROWS rows per thread (qgemm's inputs), one activation row reordered."""
+    from .qgemm import nbits_inputs
+
+    A, P, S = nbits_inputs({"M": 1, "N": W4_ROWS * int(n), "K": W4_K, "bits": 4}, seed=seed)
+    aq = np.empty_like(A)
+    asum = np.empty((1, W4_K // WQ.BLOCK), np.float32)
+    WQ.prepare_a(A, 4, aq, asum)
+    return A, P, S, aq, asum, np.zeros((1, P.shape[0]), np.float32)
+
+
+def _w4_kernel(A, P, S, aq, asum, Y, reps=1, threads=None):
+    nthreads = resolve_threads(threads)
+    if P.shape[0] != W4_ROWS * nthreads:
+        raise ValueError(f"{P.shape[0]} weight rows for {nthreads} threads")
+    WQ.gemv_repeat(P.reshape(-1), S.reshape(-1), aq, asum, Y, 4, nthreads, int(reps))
+    return Y
+
+
+def _w4_reference(A, P, S, *_, **__):
+    from .qgemm import nbits_reference
+
+    return nbits_reference(A, P, S)
+
+
+def _w4_work(A, P, S, *_, reps=1, **__):
+    return Work(flops=2.0 * P.shape[0] * A.shape[1] * int(reps))
 
 
 def _int8_inputs(path):
@@ -84,3 +124,17 @@ for _unit, _fn, _inputs, _ref in (
             inputs=_inputs,
         )
     )
+register(
+    Variant(
+        name="cpu.lowprec.w4-dequant-fma",
+        family="lowprec",
+        device="cpu",
+        description=f"4-bit GEMV on cache-resident weights ({W4_ROWS} x {W4_K} per thread): the codes widened "
+        "in registers + fp32 FMAs, the dequantize-and-FMA roof of weight-only quantized GEMMs",
+        kernel=_w4_kernel,
+        reference=_w4_reference,
+        work=_w4_work,
+        inputs=_w4_inputs,
+        result_dtype=lambda *_, **__: "float32/quant",
+    )
+)

@@ -158,7 +158,7 @@ def quantize(path: Path, bits: int) -> Path:
     out = path.with_name(f"{path.stem}-int{bits}.onnx")
     q.model.save_model_to_file(str(out), use_external_data_format=True)
     path.unlink()
-    Path(str(path) + ".data").unlink()
+    Path(str(path) + ".data").unlink(missing_ok=True)
     return out
 
 

@@ -13,6 +13,11 @@ Mapped, several nodes to one op (the op a fusing framework runs):
   HardSwish  HardSigmoid(x) -> Mul(x, .)                                   hardswish
   GELU       Div(x, sqrt 2) | Mul(x, 1/sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5 (any order of
              the two Muls, or x * 0.5 computed apart): PyTorch's export of BERT's erf GELU   gelu
+Quantized (onnxruntime's quantizers): MatMulNBits (com.microsoft; weight-only 4/8 bits, block 32,
+symmetric) -> ``qgemm_nbits``, its weights counted as stored; MatMulInteger -> ``qgemm_int8`` (one
+zero point per tensor); shapes past contrib ops from onnxruntime's symbolic shape inference. A
+scheme rooflab does not model (another block size, 2-bit weights, a zero-point tensor, per-channel
+activation zero points) is one line naming the node, the rest placed.
 Each op lists the ONNX nodes it stands for (``nodes``). Constant nodes are graph constants, like
 initializers, not ops. Every other node, and any mapped node whose shapes could not be inferred,
 is returned as unsupported with the reason; the rest are still placed.
@@ -52,6 +57,8 @@ SUPPORTED = (
     "Concat",
     "Split",
     "Slice",
+    "MatMulNBits",  # com.microsoft: weight-only 4/8-bit (onnxruntime's quantizer)
+    "MatMulInteger",
     *SHAPE_ONLY,
     *UNARY,
     *BINARY,
@@ -158,6 +165,8 @@ def ops_from_model(model) -> tuple[list[dict], list[dict]]:
         model = shape_inference.infer_shapes(model)
     except Exception as e:  # onnx raises its own InferenceError types
         raise RooflabError(f"ONNX shape inference failed: {e}") from None
+    if any(n.domain == "com.microsoft" for n in model.graph.node):
+        model = _contrib_shapes(model)
     g = model.graph
     shapes, dtypes = {}, {}
     for vi in list(g.input) + list(g.value_info) + list(g.output):
@@ -236,6 +245,19 @@ def ops_from_model(model) -> tuple[list[dict], list[dict]]:
     return ops, unsupported
 
 
+def _contrib_shapes(model):
+    """Shapes through onnxruntime's contrib ops (MatMulNBits ...), which onnx's inference does not
+    know (it stops there): onnxruntime's own symbolic shape inference, where it is installed."""
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+    except ImportError:
+        return model
+    try:
+        return SymbolicShapeInference.infer_shapes(model, auto_merge=True) or model
+    except Exception:  # noqa: BLE001 - its failure leaves the ops it could not size unsupported
+        return model
+
+
 def _append(ops, unsupported, op, label, dtype, nodes):
     try:
         ops.append({**normalize({**op, "name": label, "dtype": dtype, "model": "onnx"}), "nodes": nodes})
@@ -282,6 +304,24 @@ def _map(kind, node, ins, out, attr, inits) -> dict:
         if batch > 1 and len(b) > 2:
             return {"kind": "batched_gemm", "shape": {"batch": batch, "M": M, "N": N, "K": K}}
         return {"kind": "gemm", "shape": {"M": M * batch, "N": N, "K": K}}
+    if kind == "MatMulNBits":
+        bits, block = attr(node, "bits", 4), attr(node, "block_size", 0)
+        if bits not in (4, 8):
+            raise ValueError(f"{bits}-bit weights are not modelled (4 or 8)")
+        if block != 32:
+            raise ValueError(f"block size {block}: rooflab models blocks of 32")
+        if len(node.input) > 3 and any(node.input[3:]):
+            raise ValueError("a zero-point, g_idx or bias input (asymmetric or reordered weights) is not modelled")
+        M = math.prod(out[:-1])
+        return {"kind": "qgemm_nbits", "shape": {"M": M, "N": attr(node, "N"), "K": attr(node, "K"), "bits": bits}}
+    if kind == "MatMulInteger":
+        a, b = ins[0], ins[1]
+        if len(b) != 2:
+            raise ValueError("a batched integer MatMul is not modelled")
+        for zp in node.input[2:4]:
+            if zp and math.prod(inits.get(zp, [1])) > 1:
+                raise ValueError(f"per-channel zero point {zp} is not modelled (one per tensor)")
+        return {"kind": "qgemm_int8", "shape": {"M": math.prod(out[:-1]), "N": b[1], "K": a[-1]}}
     if kind in ("Softmax", "LayerNormalization"):
         axis = attr(node, "axis", -1)
         cols = out[axis]

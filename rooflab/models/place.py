@@ -156,16 +156,22 @@ def place_op(op: dict, seconds: float, dispatches: int, roofs: Roofs, path: str,
 
     F, B = flops(op), min_bytes(op)
     written = min(B, output_numel(op) * ITEMSIZE[op["dtype"]])
-    placed = place_work(F, B, written, compute_dtype(op), seconds, dispatches, roofs, path, cold)
-    if op["kind"] == "qgemm_nbits":  # weight-only: the codes widened to fp32, then FP32 FMAs
-        placed["peak_used"] += " (dequantize-and-FMA path)"
+    dtype = compute_dtype(op, roofs)
+    placed = place_work(F, B, written, dtype, seconds, dispatches, roofs, path, cold)
+    if op["kind"] == "qgemm_nbits" and dtype != "w4":  # no dequantize-and-FMA roof measured for it
+        placed["peak_used"] += " (an upper bound: the codes are widened before these FMAs)"
     return placed
 
 
-def compute_dtype(op: dict) -> str:
-    """The arithmetic an op runs on: its dtype, INT8 dot products for an integer GEMM (the INT8 roof,
-    measured by the low-precision peaks), fp32 FMAs for a weight-only quantized GEMM."""
-    return "int8" if op["kind"] == "qgemm_int8" else op["dtype"]
+def compute_dtype(op: dict, roofs: Roofs | None = None) -> str:
+    """The arithmetic roof an op runs under: its dtype; INT8 dot products for an integer GEMM (the
+    INT8 peak); for a 4-bit weight-only GEMM the measured dequantize-and-FMA roof (``w4``) where
+    the ceilings have it, else the FP32 FMA peak (8-bit: always)."""
+    if op["kind"] == "qgemm_int8":
+        return "int8"
+    if op["kind"] == "qgemm_nbits" and op["shape"]["bits"] == 4 and roofs is not None and roofs.rf.peak("w4"):
+        return "w4"
+    return op["dtype"]
 
 
 def place_work(
@@ -174,7 +180,7 @@ def place_work(
 ) -> dict:  # fmt: skip
     """place_op for work given as numbers: F FLOPs, B minimum bytes of which ``written`` are written
     (what a fused runtime node, the sum of several ops, is placed with)."""
-    peak = roofs.peak(dtype if dtype in ("float32", "float64", "int8") or roofs.device == "cuda" else "float32")
+    peak = roofs.peak(dtype if dtype in ("float32", "float64", "int8", "w4") or roofs.device == "cuda" else "float32")
     mem = roofs.memory(B - written, written, cold)
     lat = roofs.latency(path)
     lat_s = dispatches * lat["value"] * 1e-9 if lat else 0.0
