@@ -237,12 +237,7 @@ def test_quantized_ops_are_placed_on_the_roof_of_their_unit():
 
     d = synthetic(op_threads=())
     fp32 = next(c for c in d["ceilings"] if c["kind"] == "compute" and c["dtype"] == "float32" and c["threads"] == 2)
-    w4 = next(
-        o
-        for o in [
-            ops.normalize({"kind": "qgemm_nbits", "name": "w", "shape": {"M": 1, "N": 4096, "K": 4096, "bits": 4}})
-        ]
-    )
+    w4 = ops.normalize({"kind": "qgemm_nbits", "name": "w", "shape": {"M": 1, "N": 4096, "K": 4096, "bits": 4}})
     i8 = ops.normalize({"kind": "qgemm_int8", "name": "i", "shape": {"M": 512, "N": 512, "K": 512}})
     bare = place.Roofs(d, 2)
     assert "upper bound" in place.place_op(w4, 1e-3, 1, bare, "own-cpu")["peak_used"]
