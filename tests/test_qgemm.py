@@ -247,3 +247,6 @@ def test_quantized_ops_are_placed_on_the_roof_of_their_unit():
     p = place.place_op(w4, 1e-3, 1, roofs, "own-cpu")
     assert p["peak_used"].startswith("W4 dequantize-and-FMA") and "upper bound" not in p["peak_used"]
     assert place.place_op(i8, 1e-3, 1, roofs, "own-cpu")["peak_used"].startswith("INT8 peak")
+    prefill = ops.normalize({"kind": "qgemm_nbits", "name": "p", "shape": {"M": 128, "N": 4096, "K": 4096, "bits": 4}})
+    p = place.place_op(prefill, 1e-3, 1, roofs, "own-cpu")  # each panel widened once for 128 rows: FP32 FMAs
+    assert p["peak_used"] == fp32["name"] + " (codes widened once per packed panel, then FP32 FMAs)"

@@ -97,7 +97,7 @@ def predict(op: dict, roofs: place.Roofs, cold: bool, dtype: str | None = None) 
     F, B = flops(o), min_bytes(o)
     written = min(B, output_numel(o) * ITEMSIZE[o["dtype"]])
     exec_dtype = o["dtype"] if o["dtype"] in ("float32", "float64") or roofs.device == "cuda" else "float32"
-    peak = roofs.peak(exec_dtype)["value"] * 1e9
+    peak = roofs.peak(place.compute_dtype(o, roofs) if o["kind"] in QGEMM else exec_dtype)["value"] * 1e9
     mem = roofs.memory(B - written, written, cold)["value"] * 1e9
     lat = roofs.latency(f"library-{roofs.device}")
     t = max(F / peak, B / mem, (lat["value"] * 1e-9) if lat else 0.0)

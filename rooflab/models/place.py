@@ -158,19 +158,33 @@ def place_op(op: dict, seconds: float, dispatches: int, roofs: Roofs, path: str,
     written = min(B, output_numel(op) * ITEMSIZE[op["dtype"]])
     dtype = compute_dtype(op, roofs)
     placed = place_work(F, B, written, dtype, seconds, dispatches, roofs, path, cold)
-    if op["kind"] == "qgemm_nbits" and dtype != "w4":  # no dequantize-and-FMA roof measured for it
-        placed["peak_used"] += " (an upper bound: the codes are widened before these FMAs)"
+    if op["kind"] == "qgemm_nbits" and dtype != "w4":
+        placed["peak_used"] += (
+            " (codes widened once per packed panel, then FP32 FMAs)"
+            if op["shape"]["M"] > _gemv_rows()
+            else " (an upper bound: each code is widened before its FMA)"
+        )
     return placed
+
+
+def _gemv_rows() -> int:
+    from ..kernels.cpu.qgemm_w import ROWS_GEMV
+
+    return ROWS_GEMV
 
 
 def compute_dtype(op: dict, roofs: Roofs | None = None) -> str:
     """The arithmetic roof an op runs under: its dtype; INT8 dot products for an integer GEMM (the
-    INT8 peak); for a 4-bit weight-only GEMM the measured dequantize-and-FMA roof (``w4``) where
-    the ceilings have it, else the FP32 FMA peak (8-bit: always)."""
+    INT8 peak); for a 4-bit weight-only GEMV (a few rows: every code widened for each use) the
+    measured dequantize-and-FMA roof (``w4``) where the ceilings have it. A weight-only GEMM of more
+    rows widens each panel once for all of them (kernels/cpu/qgemm_w.py, MLAS alike): the FP32
+    FMA peak (measured: prefill at 75-83 % of it, 1.6-2.9x the w4 roof)."""
     if op["kind"] == "qgemm_int8":
         return "int8"
-    if op["kind"] == "qgemm_nbits" and op["shape"]["bits"] == 4 and roofs is not None and roofs.rf.peak("w4"):
-        return "w4"
+    s = op["shape"]
+    if op["kind"] == "qgemm_nbits" and s["bits"] == 4 and s["M"] <= _gemv_rows():
+        if roofs is not None and roofs.rf.peak("w4"):
+            return "w4"
     return op["dtype"]
 
 
