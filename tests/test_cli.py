@@ -31,13 +31,13 @@ def test_run_quick_writes_result_with_ceilings_and_plots(quick_result):
             assert key in c, (c["name"], key)
         assert c["value"] > 0
     compute = [c for c in d["ceilings"] if c["kind"] == "compute"]
-    assert {c["dtype"] for c in compute if "FMA" in c["name"]} == {"float64", "float32"}
+    from rooflab.cpu.machine import LOWPREC_DTYPE
     from rooflab.families.lowprec import available
 
+    fma = {c["dtype"] for c in compute if c["name"].startswith(("FP64 FMA", "FP32 FMA"))}
+    assert fma == {"float64", "float32"}
     units = [u for u, why in available().items() if why is None]  # the low-precision units this CPU runs
-    assert {c["dtype"] for c in compute if "FMA" not in c["name"]} == {
-        "int8" if u.startswith("int8") else "bfloat16" for u in units
-    }
+    assert {c["dtype"] for c in compute} - fma == {LOWPREC_DTYPE[u] for u in units}
     assert {c["level"] for c in d["ceilings"] if c["kind"] == "bandwidth"} >= {"L1"}
     assert len(d["sweeps"]["intensity"]) >= 7
     ints = [p["flops_per_byte"] for p in d["sweeps"]["intensity"]]
@@ -129,9 +129,11 @@ def test_no_ceiling_above_105_percent_of_theoretical_unless_flagged(quick_result
     carries the run's flag on both and a note, whatever the figures came out as."""
     d = load(quick_result)
     compute = [c for c in d["ceilings"] if c["kind"] == "compute"]
-    assert compute and all("theoretical" in c for c in compute)
+    # every unit's peak has its theoretical rate; a kernel's roof (W4 dequantize-and-FMA) says it has none
+    assert compute and all("theoretical" in c or "theoretical_unknown" in c for c in compute)
+    assert all("theoretical" in c for c in compute if c["dtype"] != "w4")
     for c in compute:
-        assert c["fraction_of_theoretical"] <= 1.05 or c["noisy"], c
+        assert c.get("fraction_of_theoretical", 0) <= 1.05 or c["noisy"], c
     order = ("L1", "L2", "L3", "DRAM")
     bw = [c for c in d["ceilings"] if c["kind"] == "bandwidth" and c["level"] in order]
     assert {c["level"] for c in bw} >= {"L1"}

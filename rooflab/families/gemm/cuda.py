@@ -342,8 +342,10 @@ BY_NUMBER = {r.number: r for r in RUNGS}
 
 # Other knob sets worth timing on a new GPU (scripts/gemm_ladder_cuda.py --sweep): each compiles
 # without spills, fits an SM and computes the exact product in the CPU emulation (the tests check).
+# Not 07 at BK=16: its FP64 kernel takes 254 of ptxas's 255 registers, and one CI run (NVRTC 13.5)
+# came back at 255 with 96 bytes spilled: a candidate that spills by chance is none.
 CANDIDATES = {
-    7: [{"BK": 16}, {"WM": 32, "WN": 64}],
+    7: [{"WM": 32, "WN": 64}],
     8: [{"STAGES": 4}, {"BK": 64}, {"WM": 32, "WN": 64}, {"BN": 256, "WN": 64}],
     9: [{"STAGES": 3}, {"BN": 128, "STAGES": 3}, {"BM": 256, "BN": 128}],
 }
