@@ -162,6 +162,7 @@ def test_tiny_llm_with_int4_weights_runs_the_quantized_rungs(quick_result, tmp_p
     assert rc == 0
     d = json.loads(capsys.readouterr().out)
     assert d["weights"].startswith("int4")
+    assert d["curves"]["w4_gflops"] > 0  # decode's compute roof for the 4-bit GEMVs: the measured W4 roof
     saved = json.loads(open(d["files"][0]).read())
     for r in saved["llm"]["rows"]:
         assert not r["predicted_ops"]

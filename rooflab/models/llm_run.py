@@ -240,14 +240,23 @@ def assemble(phase_sets, measured, roofs, machine, device, dtype_req) -> list[di
 
 def curves(arch, roofs, dtype: str, batch0: int, context0: int, prompt: int, weights: int | None = None) -> dict:
     """Decode tokens/s against batch and against context as the memory and compute roofs allow
-    (analytic: every op's F and B summed), and the batch where decode turns compute-bound."""
+    (analytic: every op's F and B summed; each op's FLOPs on its own compute roof, so a 4-bit GEMV
+    on the W4 roof), and the batch where decode turns compute-bound."""
     exec_dtype = executable(dtype, roofs.device)
     peak = roofs.peak(exec_dtype)["value"] * 1e9
     bw = dram_read(roofs)
 
+    def compute_s(ops_list) -> float:
+        total = 0.0
+        for o in ops_list:
+            p = roofs.peak(place.compute_dtype(o, roofs)) if o["kind"] in QGEMM else None
+            total += flops(o) * o["count"] * o["mult"] * o.get("flop_scale", 1.0) / (p["value"] * 1e9 if p else peak)
+        return total
+
     def point(B, L):
-        t = llm.totals(llm.phase_ops(arch, "decode", batch=B, context=L, dtype=exec_dtype, weights=weights))
-        return {"memory_tokens_per_s": B / (t["bytes"] / bw), "compute_tokens_per_s": B / (t["flops"] / peak)}
+        ops_list = llm.phase_ops(arch, "decode", batch=B, context=L, dtype=exec_dtype, weights=weights)
+        t = llm.totals(ops_list)
+        return {"memory_tokens_per_s": B / (t["bytes"] / bw), "compute_tokens_per_s": B / compute_s(ops_list)}
 
     batches = sorted({int(round(2 ** (i / 2))) for i in range(0, 25)})
     vs_batch = [{"batch": B, **point(B, context0)} for B in batches]
@@ -265,6 +274,7 @@ def curves(arch, roofs, dtype: str, batch0: int, context0: int, prompt: int, wei
     return {
         "context": context0, "batch": batch0, "vs_batch": vs_batch, "vs_context": vs_context,
         "compute_bound_batch": cross, "peak_gflops": peak / 1e9, "dram_gbps": bw / 1e9, "dtype": exec_dtype,
+        "w4_gflops": (roofs.rf.peak("w4", roofs.threads) or {}).get("value") if weights == 4 else None,
     }  # fmt: skip
 
 
@@ -339,7 +349,9 @@ def lines(summary: dict) -> list[str]:
         cb = c["compute_bound_batch"]
         out.append(
             f"  decode at context {c['context']} turns compute-bound at batch {cb if cb else '> ' + str(c['vs_batch'][-1]['batch'])}"
-            f" ({c['dtype']} peak {c['peak_gflops']:.0f} GFLOP/s, DRAM {c['dram_gbps']:.1f} GB/s)"
+            f" ({c['dtype']} peak {c['peak_gflops']:.0f} GFLOP/s"
+            + (f", 4-bit GEMVs on the W4 roof {c['w4_gflops']:.0f} GFLOP/s" if c.get("w4_gflops") else "")
+            + f", DRAM {c['dram_gbps']:.1f} GB/s)"
         )
     return out
 
