@@ -38,7 +38,6 @@ BLOCK = 32
 _GEMM_MC = _GEMM_BLOCKING["float32"]["mc"]
 TILE_NR = TILE["float32"][1]
 ROWS_GEMV = 4  # rows of A up to which the GEMV path runs per row; above, the dequantize-and-GEMM path
-ZERO_POINT = {4: 8, 8: 128}
 
 
 # ---- activations, once per call -------------------------------------------------------------
@@ -143,30 +142,12 @@ def _rows4(P, S, n, nb, a, asum, bits):
 
 
 @njit(parallel=True, cache=True)
-def gemv_rows(P, S, aq, asum, Y, bits, nthreads):
+def gemv_rows(P, S, aq, asum, Y, bits, nthreads, reps=1):
     """Y[m, :] = dequant(W) @ A[m] for every row m of A (few rows): the N weight rows split into
     ``nthreads`` contiguous ranges (each core streams its own part of W); 4 rows per step, the
-    last N % 4 through a zero-padded copy of their rows."""
+    last N % 4 through a zero-padded copy of their rows. ``reps`` > 1 repeats it inside the one
+    parallel region (the W4 roof on cache-resident weights: no fork/join per repetition)."""
     M = aq.shape[0]
-    N = Y.shape[1]
-    nb = aq.shape[1] // BLOCK
-    n4 = N // 4 * 4
-    for t in prange(nthreads):
-        lo = (n4 // 4) * t // nthreads * 4
-        hi = (n4 // 4) * (t + 1) // nthreads * 4
-        for n in range(lo, hi, 4):
-            for m in range(M):
-                y0, y1, y2, y3 = _rows4(P, S, n, nb, aq[m], asum[m], bits)
-                Y[m, n] = y0
-                Y[m, n + 1] = y1
-                Y[m, n + 2] = y2
-                Y[m, n + 3] = y3
-
-
-@njit(parallel=True, cache=True)
-def gemv_repeat(P, S, aq, asum, Y, bits, nthreads, reps):
-    """gemv_rows ``reps`` times inside one parallel region (each thread its own rows each time):
-    the dequantize-and-FMA roof measured on cache-resident weights, no fork/join per call."""
     N = Y.shape[1]
     nb = aq.shape[1] // BLOCK
     n4 = N // 4 * 4
@@ -175,11 +156,12 @@ def gemv_repeat(P, S, aq, asum, Y, bits, nthreads, reps):
         hi = (n4 // 4) * (t + 1) // nthreads * 4
         for _ in range(reps):
             for n in range(lo, hi, 4):
-                y0, y1, y2, y3 = _rows4(P, S, n, nb, aq[0], asum[0], bits)
-                Y[0, n] = y0
-                Y[0, n + 1] = y1
-                Y[0, n + 2] = y2
-                Y[0, n + 3] = y3
+                for m in range(M):
+                    y0, y1, y2, y3 = _rows4(P, S, n, nb, aq[m], asum[m], bits)
+                    Y[m, n] = y0
+                    Y[m, n + 1] = y1
+                    Y[m, n + 2] = y2
+                    Y[m, n + 3] = y3
 
 
 @njit(cache=True)

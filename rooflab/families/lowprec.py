@@ -57,7 +57,7 @@ def _w4_kernel(A, P, S, aq, asum, Y, reps=1, threads=None):
     nthreads = resolve_threads(threads)
     if P.shape[0] != W4_ROWS * nthreads:
         raise ValueError(f"{P.shape[0]} weight rows for {nthreads} threads")
-    WQ.gemv_repeat(P.reshape(-1), S.reshape(-1), aq, asum, Y, 4, nthreads, int(reps))
+    WQ.gemv_rows(P.reshape(-1), S.reshape(-1), aq, asum, Y, 4, nthreads, int(reps))
     return Y
 
 
