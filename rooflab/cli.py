@@ -118,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--batch", type=int, default=None, help="batch size (default 1)")
     ex.add_argument("--seq", type=int, default=None, help="bert-base: sequence length (default 128)")
     ex.add_argument("--cache", type=int, default=None, help="gpt2-decode: KV cache positions (default 1024)")
+    ex.add_argument(
+        "--quantize",
+        default=None,
+        metavar="SCHEME",
+        help="quantize with onnxruntime's tools: static (QDQ, CNNs), static-qoperator, dynamic (INT8 MatMuls), "
+        "int4 or int8w (MatMulNBits weight-only)",
+    )
 
     from .models.llm_cli import add_parser as _llm_parser
 

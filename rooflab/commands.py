@@ -655,12 +655,24 @@ def _place_runtime(path: Path, args) -> int:
 def cmd_export(args) -> int:
     """rooflab export MODEL -o MODEL.onnx"""
     from .models import export_llm
-    from .models.export import export
+    from .models.export import ALIASES, EXPORTS, export
 
-    if export_llm.exportable(args.model):  # an LLM config (bundled name or config.json)
+    catalog_name = ALIASES.get(str(args.model).lower(), str(args.model).lower())
+    # an LLM config (bundled name or config.json); the catalog's networks first (gpt2 = gpt2-decode)
+    is_llm = catalog_name not in EXPORTS and export_llm.exportable(args.model)
+    if is_llm:
         export = export_llm.export
-    out = export(args.model, args.output, batch=args.batch, seq=args.seq, cache=args.cache)
-    print(f"{out} ({out.stat().st_size / 1e6:.1f} MB)")
+    if getattr(args, "quantize", None):
+        from .models.export_quant import export_quantized
+
+        out = export_quantized(
+            export, args.model, args.output, args.quantize, is_llm, batch=args.batch, seq=args.seq, cache=args.cache
+        )
+    else:
+        out = export(args.model, args.output, batch=args.batch, seq=args.seq, cache=args.cache)
+    data = Path(str(out) + ".data")
+    size = out.stat().st_size + (data.stat().st_size if data.exists() else 0)
+    print(f"{out} ({size / 1e6:.1f} MB{', weights in ' + data.name if data.exists() else ''})")
     return 0
 
 

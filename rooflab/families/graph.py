@@ -1,6 +1,7 @@
 """Family `graph`: the elementwise and data-movement ops ONNX graphs add beyond the core kinds
 (MobileNet, EfficientNet, transformer exports): sigmoid, tanh, relu6, hardswish,
-hardsigmoid, silu, mul/sub/div (with a broadcast operand), and the shape ops reshape (a view),
+hardsigmoid, silu, mul/sub/div (with a broadcast operand), quantize/dequantize (float <-> u8 of
+quantized graphs; a dynamic quantize finds its range first), and the shape ops reshape (a view),
 transpose and concat (a copy). Variant 0 of each is the framework path, the ufunc sequence numpy
 runs on the CPU and cupy on the GPU; each is a few passes over memory, so memory- or
 latency-bound: e.g. sigmoid as negative, exp, +1, reciprocal is 4 passes where 1 would do.
@@ -49,6 +50,13 @@ class _Inputs:
             rows = n // (cols * inner)
             self.src = self.x.reshape(rows, cols, inner).transpose(1, 0, 2)
             self.y3 = self.y.reshape(cols, rows, inner)
+        elif kind == "quantize":  # x / s + z, rounded, clamped to 0..255 (a u8 activation)
+            self.y = xp.empty(n, np.uint8)
+            self.t = xp.empty_like(self.x)
+            self.scale, self.zp = dt.type(1 / 16), 128.0  # +-8: the tails clamp
+        elif kind == "dequantize":  # (q - z) s from u8 codes
+            self.q = xp.asarray(np.random.default_rng(n).integers(0, 256, n, dtype=np.uint8))
+            self.scale, self.zp = dt.type(1 / 16), 128
         elif kind == "concat":
             m = max(1, s.get("inputs", 2))
             cuts = [n * i // m for i in range(m + 1)]
@@ -89,6 +97,40 @@ def _hardsigmoid(i):
     return xp.clip(i.y, 0, 1, out=i.y)
 
 
+def _quant_params(xp, x):
+    """onnxruntime's DynamicQuantizeLinear: the range widened to hold 0, 255 steps, zero point rounded."""
+    lo, hi = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
+    scale = (hi - lo) / 255 or 1.0
+    return scale, float(min(max(round(-lo / scale), 0), 255))
+
+
+def _quantize(i):
+    xp = i.xp
+    if i.op["shape"].get("dynamic"):
+        scale, zp = _quant_params(xp, i.x)  # 2 passes: min, max
+        inv = i.dtype.type(1 / scale)
+    else:
+        inv, zp = i.dtype.type(1 / i.scale), i.zp
+    xp.multiply(i.x, inv, out=i.t)
+    xp.rint(i.t, out=i.t)
+    xp.add(i.t, zp, out=i.t)
+    xp.clip(i.t, 0, 255, out=i.t)
+    i.y[...] = i.t
+    return i.y
+
+
+def _quantize_ref(i):
+    x = i.x64()
+    scale, zp = _quant_params(i.xp, x) if i.op["shape"].get("dynamic") else (float(i.scale), i.zp)
+    return i.xp.clip(i.xp.rint(x / scale) + zp, 0, 255)
+
+
+def _dequantize(i):
+    xp = i.xp
+    xp.subtract(i.q, i.zp, out=i.y, dtype=i.dtype, casting="unsafe")
+    return xp.multiply(i.y, i.scale, out=i.y)
+
+
 def _transpose(i):
     i.xp.copyto(i.y3, i.src)
     return i.y3
@@ -113,6 +155,18 @@ OPS = {
     "mul": (1, "{lib}.multiply", _binary("multiply"), _binary_ref("multiply")),
     "sub": (1, "{lib}.subtract", _binary("subtract"), _binary_ref("subtract")),
     "div": (1, "{lib}.divide", _binary("divide"), _binary_ref("divide")),
+    "quantize": (
+        5,
+        "{lib} quantize (scale, round, shift, clamp, narrow; a dynamic one +min, max)",
+        _quantize,
+        _quantize_ref,
+    ),
+    "dequantize": (
+        2,
+        "{lib} dequantize (shift, scale)",
+        _dequantize,
+        lambda i: (i.q.astype(F64) - i.zp) * float(i.scale),
+    ),
     "reshape": (1, "{lib} reshape (a view)", lambda i: i.x.reshape(-1, 1), lambda i: i.x64().reshape(-1, 1)),
     "transpose": (1, "{lib} transpose copy", _transpose, lambda i: i.src.astype(F64)),
     "concat": (
@@ -149,7 +203,7 @@ def _work(dispatches):
     def work(i, reps=1, **_):
         from ..models import ops
 
-        written = ops.output_numel(i.op) * ops.ITEMSIZE[i.op["dtype"]]
+        written = ops.output_bytes(i.op)
         total = ops.min_bytes(i.op)
         return Work(
             flops=ops.flops(i.op) * reps,
@@ -176,7 +230,7 @@ for device in ("cpu", "cuda"):
                 reference=lambda i, _ref=ref, **_: _ref(i),
                 work=_work(dispatches),
                 inputs=_inputs(kind, device),
-                result_dtype=lambda i, **_: np.dtype(i.op["dtype"]),
+                result_dtype=lambda i, **_: np.dtype(np.uint8 if i.op["kind"] == "quantize" else i.op["dtype"]),
                 dtypes=("float32", "float64"),
             )
         )

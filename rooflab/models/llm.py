@@ -453,8 +453,11 @@ def dtype_name(d: str) -> str:
     from .ops import DTYPE_ALIASES
 
     name = DTYPE_ALIASES.get(d, d)
-    if name not in ITEMSIZE:
-        raise RooflabError(f"--dtype {d!r} is not one rooflab knows", "use float32, float16, bfloat16 or float64")
+    if name not in ITEMSIZE or name == "int8":  # 8-bit weights: --weights int8
+        raise RooflabError(
+            f"--dtype {d!r} is not one rooflab knows for activations",
+            "use float32, float16, bfloat16 or float64 (quantized weights: --weights int8|int4)",
+        )
     return name
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from ..errors import RooflabError
 from ..memory import available_bytes, fmt_bytes
 from . import llm, measure, place
-from .ops import ITEMSIZE, QGEMM, flops, min_bytes, output_numel, weight_bytes
+from .ops import ITEMSIZE, QGEMM, flops, min_bytes, output_bytes, weight_bytes
 
 
 def _ints(text, what: str) -> list[int]:
@@ -95,7 +95,7 @@ def predict(op: dict, roofs: place.Roofs, cold: bool, dtype: str | None = None) 
     """The roofs' time for ``op`` (at ``dtype``'s bytes when given): max(F/peak, B/BW, latency)."""
     o = dict(op, dtype=dtype or op["dtype"])
     F, B = flops(o), min_bytes(o)
-    written = min(B, output_numel(o) * ITEMSIZE[o["dtype"]])
+    written = min(B, output_bytes(o))
     exec_dtype = o["dtype"] if o["dtype"] in ("float32", "float64") or roofs.device == "cuda" else "float32"
     peak = roofs.peak(place.compute_dtype(o, roofs) if o["kind"] in QGEMM else exec_dtype)["value"] * 1e9
     mem = roofs.memory(B - written, written, cold)["value"] * 1e9

@@ -20,7 +20,16 @@ counts only the (query, key) pairs the mask keeps; its bytes are the full operan
 Quantized GEMMs: ``qgemm_nbits`` (weight-only, ``bits`` 4 or 8, block 32, fp32 scales: activations
 and output in the op's dtype, weights K N (bits/8 + 4/32) bytes; a bias is a separate add op) and
 ``qgemm_int8`` (u8 activations x s8 weights -> int32: M K + K N + 4 M N bytes); FLOPs 2 M N K
-(integer ops for qgemm_int8), as for GEMM.
+(integer ops for qgemm_int8), as for GEMM. An integer GEMM requantized to 8 bits (QLinearMatMul,
+QGemm with an output scale, a QDQ MatMul followed by QuantizeLinear) writes ``out_itemsize`` = 1
+byte per output (default 4: int32, or fp32 scaled at the store as MatMulIntegerToFloat does).
+8-bit graphs: dtype ``int8`` (1 byte, signed or not) for a conv, GEMM, pooling or elementwise op
+that runs on 8-bit tensors (QLinearConv, QLinearAdd, a QDQ-wrapped op); a conv or GEMM whose 8-bit
+product is written as float (a QDQ Gemm without QuantizeLinear after it) gives ``out_itemsize`` 4.
+``quantize`` (QuantizeLinear, DynamicQuantizeLinear with ``dynamic``: its range found first) and
+``dequantize`` (DequantizeLinear): dtype is the float side, the other side 1 byte per element; 1
+FLOP per element (x / s + z rounded and clamped; (q - z) s), 2 for a dynamic quantize (min/max
+pass, then the quantize); bytes numel x (itemsize + 1).
 
 An op is a dict: {"kind": ..., "shape": {...}, "dtype": "float32", "name": ..., "count": 1, "model": ...}
 """
@@ -31,14 +40,33 @@ import math
 
 from ..errors import RooflabError
 
-ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "fp32": 4, "fp16": 2, "bf16": 2, "fp64": 8}
-DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64"}
+ITEMSIZE = {
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "int8": 1,  # 8-bit integers, signed or not (a quantized graph's u8 activations and s8 weights)
+    "fp32": 4,
+    "fp16": 2,
+    "bf16": 2,
+    "fp64": 8,
+}
+DTYPE_ALIASES = {
+    "fp32": "float32",
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "fp64": "float64",
+    "uint8": "int8",
+    "u8": "int8",
+}
 
 # kind -> required shape fields (optional ones get defaults in _shape)
 REQUIRED = {
     "gemm": ("M", "N", "K"),
     "qgemm_nbits": ("M", "N", "K", "bits"),
     "qgemm_int8": ("M", "N", "K"),
+    "quantize": ("numel",),
+    "dequantize": ("numel",),
     "batched_gemm": ("batch", "M", "N", "K"),
     "conv2d": ("N", "C", "H", "W", "K", "R", "S"),
     "batchnorm": ("N", "C", "H", "W"),
@@ -95,6 +123,8 @@ KIND_ALIASES = {
 QGEMM = ("qgemm_nbits", "qgemm_int8")
 QUANT_BITS = (4, 8)
 QUANT_BLOCK = 32
+QUANTIZE = ("quantize", "dequantize")  # float <-> 8-bit integers: the op's dtype is the float side
+OUT_ITEMSIZE = ("gemm", "conv2d", "qgemm_int8")  # kinds whose output may be stored at another width
 UNARY = ("relu", "gelu", "scale", "sigmoid", "tanh", "relu6", "hardswish", "hardsigmoid", "silu")
 BINARY = ("add", "mul", "sub", "div")
 ELEMENTWISE = UNARY + BINARY
@@ -130,8 +160,15 @@ def normalize(op: dict) -> dict:
     dtype = DTYPE_ALIASES.get(str(op.get("dtype", "float32")), str(op.get("dtype", "float32")))
     if dtype not in ITEMSIZE:
         raise RooflabError(
-            f"op {name!r}: unknown dtype {op.get('dtype')!r}", "use float32, float64, float16 or bfloat16"
+            f"op {name!r}: unknown dtype {op.get('dtype')!r}", "use float32, float64, float16, bfloat16 or int8"
         )
+    if "out_itemsize" in shape and (kind not in OUT_ITEMSIZE or shape["out_itemsize"] not in (1, 2, 4, 8)):
+        raise RooflabError(
+            f"op {name!r}: out_itemsize={shape['out_itemsize']!r} is not valid for {kind}",
+            f"give 1, 2, 4 or 8, on {', '.join(OUT_ITEMSIZE)} ops only",
+        )
+    if kind in QUANTIZE and dtype not in ("float32", "float16", "bfloat16", "float64"):
+        raise RooflabError(f"op {name!r}: a {kind}'s dtype is its float side, not {dtype}", "use float32")
     if kind == "conv2d":
         shape.setdefault("stride_h", shape.pop("stride", 1) if "stride" in shape else 1)
         shape.setdefault("stride_w", shape["stride_h"])
@@ -213,6 +250,8 @@ def flops(op: dict) -> float:
         return 2.0 * s["N"] * s["C"] * s["H"] * s["W"]
     if k in ELEMENTWISE:
         return float(s["numel"])
+    if k in QUANTIZE:
+        return float(s["numel"]) * (2 if s.get("dynamic") else 1)
     if k in DATA_MOVEMENT:
         return 0.0
     if k == "softmax":
@@ -235,26 +274,27 @@ def min_bytes(op: dict) -> float:
     e = ITEMSIZE[op["dtype"]]
     if k == "gemm":
         b = s.get("batch", 1)
-        n = b * s["M"] * s["K"] + s["K"] * s["N"] + b * s["M"] * s["N"] + (s["N"] if s.get("bias") else 0)
-        return e * n
+        n = b * s["M"] * s["K"] + s["K"] * s["N"] + (s["N"] if s.get("bias") else 0)
+        return e * n + output_bytes(op)
     if k == "qgemm_nbits":
         return e * (s["M"] * s["K"] + s["M"] * s["N"]) + weight_bytes(op)
     if k == "qgemm_int8":
-        return s["M"] * s["K"] + s["K"] * s["N"] + 4 * s["M"] * s["N"]
+        return s["M"] * s["K"] + s["K"] * s["N"] + output_bytes(op)
     if k == "batched_gemm":
         return e * s["batch"] * (s["M"] * s["K"] + s["K"] * s["N"] + s["M"] * s["N"])
     if k == "conv2d":
         n = (
             s["N"] * s["C"] * s["H"] * s["W"]
             + s["K"] * (s["C"] // s["groups"]) * s["R"] * s["S"]
-            + s["N"] * s["K"] * s["P"] * s["Q"]
             + (s["K"] if s.get("bias") else 0)
         )
-        return e * n
+        return e * n + output_bytes(op)
     if k == "batchnorm":
         return e * (2 * s["N"] * s["C"] * s["H"] * s["W"] + 4 * s["C"])
     if k in UNARY:
         return e * 2 * s["numel"]
+    if k in QUANTIZE:
+        return (e + 1) * s["numel"]
     if k in BINARY:
         n = s["numel"]
         return e * ((s.get("inputs", 2) - 1) * n + s.get("broadcast_numel", n) + n)
@@ -350,7 +390,7 @@ def output_numel(op: dict) -> int:
         return s["N"] * s["K"] * s["P"] * s["Q"]
     if k == "batchnorm":
         return s["N"] * s["C"] * s["H"] * s["W"]
-    if k in ELEMENTWISE or k in DATA_MOVEMENT:
+    if k in ELEMENTWISE or k in DATA_MOVEMENT or k in QUANTIZE:
         return s["numel"]
     if k in ("softmax", "layernorm", "rmsnorm"):
         return s["rows"] * s["cols"]
@@ -363,3 +403,16 @@ def output_numel(op: dict) -> int:
     if k == "avgpool":
         return s["N"] * s["C"]
     raise KeyError(k)  # pragma: no cover
+
+
+def output_bytes(op: dict) -> int:
+    """Bytes an op writes: its output at the width it is stored (``out_itemsize``; a quantize's 8-bit
+    codes; an integer GEMM's int32 or fp32 by default)."""
+    k, s = op["kind"], op["shape"]
+    if k == "reshape":  # a view: nothing written
+        return 0
+    if k == "quantize":
+        return s["numel"]
+    if k == "qgemm_int8":
+        return s.get("out_itemsize", 4) * output_numel(op)
+    return s.get("out_itemsize", ITEMSIZE[op["dtype"]]) * output_numel(op)

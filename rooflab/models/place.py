@@ -141,6 +141,8 @@ class Roofs:
         return self.rf.main_memory_roof(self.threads)
 
     def latency(self, path: str) -> dict | None:
+        """The dispatch latency of a path; a runtime's node (``runtime-*``: an engine's executor calls
+        its kernels without Python) is held to the cheapest dispatch measured."""
         names = {"library-cpu": "ufunc", "own-cpu": "empty", "library-cuda": "enqueue", "own-cuda": "enqueue"}
         # dispatch latencies only: a memory-latency ceiling (chase, with a level) is no call's cost
         lat = [
@@ -152,10 +154,10 @@ class Roofs:
 
 
 def place_op(op: dict, seconds: float, dispatches: int, roofs: Roofs, path: str, cold: bool = False) -> dict:
-    from .ops import ITEMSIZE, flops, min_bytes, output_numel
+    from .ops import flops, min_bytes, output_bytes
 
     F, B = flops(op), min_bytes(op)
-    written = min(B, output_numel(op) * ITEMSIZE[op["dtype"]])
+    written = min(B, output_bytes(op))
     dtype = compute_dtype(op, roofs)
     placed = place_work(F, B, written, dtype, seconds, dispatches, roofs, path, cold)
     if op["kind"] == "qgemm_nbits" and dtype != "w4":

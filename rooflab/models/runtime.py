@@ -65,7 +65,7 @@ def parts_work(parts: list[dict], internal_bytes: float = 0.0, written: float | 
     B = sum(ops.min_bytes(p) for p in parts)
     if written is None:
         last = parts[-1]
-        written = ops.output_numel(last) * ops.ITEMSIZE[last["dtype"]]
+        written = ops.output_bytes(last)
     B = max(B - internal_bytes, written, 0.0)
     return {"flops": F, "bytes_min": B, "written": min(written, B)}
 
@@ -76,7 +76,9 @@ def place_rows(rows: list[dict], roofs, path: str) -> None:
         if not r.get("parts") or r["runtime_s"] <= 0:
             r["class"] = LISTED if not r.get("parts") else "under the profiler's 1 us resolution"
             continue
-        dtype = r["parts"][0]["dtype"]
+        # the roof of the part doing most of the arithmetic (a DynamicQuantizeMatMul: its INT8 GEMM)
+        main = max(r["parts"], key=ops.flops)
+        dtype = place.compute_dtype(main, roofs) if ops.flops(main) else r["parts"][0]["dtype"]
         p = place.place_work(
             r["flops"], r["bytes_min"], r["written"], dtype, r["runtime_s"], max(1, r.get("dispatches", 1)), roofs, path
         )
@@ -318,7 +320,7 @@ def place_profile(profile: dict, args, source: str, ready: dict) -> dict:
     _use_ceilings(writer, ceil, src)
     roofs = roofs_for(writer, ceil, profile["threads"] if device == "cpu" else 0, device)
     rows = profile["rows"]
-    place_rows(rows, roofs, f"library-{device}")
+    place_rows(rows, roofs, f"runtime-{device}")
     own = []
     if not args.no_own:
         progress = RichProgress(f"rooflab re-execution of {Path(source).name}")
@@ -343,6 +345,7 @@ def place_profile(profile: dict, args, source: str, ready: dict) -> dict:
         "summary": s,
         "nodes": [record_row(r) for r in rows],
         "not_executed": profile.get("not_executed", []),
+        "unsupported": profile.get("unsupported", []),  # graph nodes rooflab has no formula for, with why
         "runtime_version": profile["runtime"],
         "provider": profile.get("provider"),
     }

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 import time
 from collections import Counter
@@ -58,11 +59,12 @@ FUSABLE = (
     "LeakyRelu",
     "Tanh",
     "Mul",
+    "QuantizeLinear",  # the 8-bit output of a QDQ op (QLinearConv writes it)
     "Sub",
     "Div",
 )
 ITEMSIZE = {1: 4, 2: 1, 3: 1, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 16: 2}
-ELEM_DTYPE = {1: "float32", 10: "float16", 11: "float64", 16: "bfloat16"}
+ELEM_DTYPE = {1: "float32", 2: "int8", 3: "int8", 10: "float16", 11: "float64", 16: "bfloat16"}
 
 
 def import_ort():
@@ -176,14 +178,10 @@ class GraphIndex:
     """Producers, consumers, constants, tensor sizes and ops of the original graph."""
 
     def __init__(self, model):
-        from onnx import shape_inference
-
+        from .onnx_import import inferred as infer
         from .onnx_import import ops_from_model
 
-        try:
-            inferred = shape_inference.infer_shapes(model)
-        except Exception as e:
-            raise RooflabError(f"ONNX shape inference failed: {first_line(e)}") from None
+        inferred = infer(model)  # the contrib ops' outputs too (QLinearGlobalAveragePool, MatMulNBits)
         g = inferred.graph
         self.ops, self.unsupported = ops_from_model(inferred)
         self.nodes = []  # (label, op_type, inputs, outputs) of every node but Constants
@@ -227,17 +225,22 @@ def map_optimized(index: GraphIndex, opt_nodes: list[tuple], opt_inits: set) -> 
     ``opt_nodes``: (name, op_type, inputs, outputs) in the optimized graph's (topological) order.
     Returns (groups, not_executed)."""
     orig = index.tensors
+
+    def layout(name, op_type):  # copies its input (NCHWc reorders; the NHWC Transposes of 8-bit convs)
+        return op_type in LAYOUT or (op_type == "Transpose" and name not in index.label_index)
+
     # tensors a node computes (a layout conversion only copies its input: it claims nothing)
-    claimed = {o for n in opt_nodes if n[1] not in LAYOUT for o in n[3] if o in orig}
+    claimed = {o for n in opt_nodes if not layout(n[0], n[1]) for o in n[3] if o in orig}
     derived: dict[int, str] = {}
     for i, (name, op_type, _ins, outs) in enumerate(opt_nodes):
         if any(o in orig for o in outs):
             continue
         base = name[: -len("_nchwc")] if name.endswith("_nchwc") else None
+        label = re.sub(r"_token_\d+$", "", name)  # a node onnxruntime rewrote (QDQ -> QLinearConv)
         if base in orig:
             derived[i] = base
-        elif name in index.label_index and index.nodes[index.label_index[name]][1] == op_type:
-            derived[i] = index.nodes[index.label_index[name]][3][0]
+        elif label in index.label_index and index.nodes[index.label_index[label]][1] in op_type:
+            derived[i] = index.nodes[index.label_index[label]][3][0]  # Conv in QLinearConv, Gemm in QGemm
         if i in derived:
             claimed.add(derived[i])
     tmap: dict[str, str] = {}
@@ -264,7 +267,7 @@ def map_optimized(index: GraphIndex, opt_nodes: list[tuple], opt_inits: set) -> 
                     break
                 t = c[3][0]
             tmap[outs[0]] = t
-        elif op_type in LAYOUT and len(acts) == 1 and mapped(acts[0]):
+        elif layout(_name, op_type) and len(acts) == 1 and mapped(acts[0]):
             if not any(o in orig for o in outs):
                 tmap[outs[0]] = mapped(acts[0])
             passthrough[i] = mapped(acts[0])
@@ -328,8 +331,44 @@ def map_optimized(index: GraphIndex, opt_nodes: list[tuple], opt_inits: set) -> 
     return out, not_executed
 
 
+def join_split_ops(index: GraphIndex, groups: list[dict]) -> list[dict]:
+    """``groups`` with every set of groups covering nodes of one op merged (in graph order)."""
+    parent = {g["id"]: g["id"] for g in groups}
+
+    def find(a):
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    first_group: dict[int, int] = {}
+    for g in groups:
+        for k in g["covered"]:
+            j = index.op_of_node.get(k)
+            if j is None:
+                continue
+            if j in first_group:
+                parent[find(g["id"])] = find(first_group[j])
+            else:
+                first_group[j] = g["id"]
+    merged: dict[int, dict] = {}
+    for g in groups:
+        root = find(g["id"])
+        if root not in merged:
+            merged[root] = {**g, "id": root, "members": list(g["members"]), "covered": list(g["covered"])}
+            continue
+        m = merged[root]
+        m["members"] = sorted(m["members"] + g["members"])
+        m["covered"] = sorted(m["covered"] + g["covered"])
+        m["passthrough"] = None
+    return sorted(merged.values(), key=lambda g: min(g["members"]))
+
+
 def rows_for(index: GraphIndex, opt_nodes, groups, times: dict[str, list[float]], runs: int) -> list[dict]:
-    """One row per group: times summed per run (median over runs), ops, work (runtime.parts_work)."""
+    """One row per group: times summed per run (median over runs), ops, work (runtime.parts_work).
+    Groups that share an op (rooflab's one op run as several kernels: a MatMulInteger, its Cast and
+    its scale Mul left unfused) are first joined into one row."""
+    groups = join_split_ops(index, groups)
     group_of = {k: g["id"] for g in groups for k in g["covered"]}
     op_group: dict[int, int] = {}
     for j, op in enumerate(index.ops):  # an op split over rows goes to the row with most of its nodes
@@ -399,7 +438,7 @@ def _work(index: GraphIndex, parts: list[dict], covered: set[int]) -> dict:
     """parts_work with the tensors that stay inside the row (runtime.py's rule)."""
     if len(parts) == 1:
         op = parts[0]
-        return parts_work(parts, written=opsmod.output_numel(op) * opsmod.ITEMSIZE[op["dtype"]])
+        return parts_work(parts, written=opsmod.output_bytes(op))
     part_of = {k: index.op_of_node.get(k) for k in covered}
     kind_of = {j: index.ops[j]["kind"] for j in part_of.values() if j is not None}
     internal, written = 0.0, 0.0

@@ -305,7 +305,7 @@ def _rows(per_run: list[tuple[list[dict], float]]) -> list[dict]:
                "runtime_s": median(samples[k]), "dispatches": 1, "graph_nodes": [label], "timed": True,
                "parts": [op] if op else []}  # fmt: skip
         if op:
-            row.update(parts_work([op], written=opsmod.output_numel(op) * opsmod.ITEMSIZE[op["dtype"]]))
+            row.update(parts_work([op], written=opsmod.output_bytes(op)))
         else:
             row["note"] = f"no formula for {aten}"
         out.append(row)
