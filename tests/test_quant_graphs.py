@@ -162,7 +162,13 @@ def test_qoperator_contrib_nodes_are_sized_without_onnxruntime(monkeypatch):
     ops, bad = ops_from_model(g.model("out"))
     assert bad == []
     kinds = [(o["kind"], o["dtype"]) for o in ops]
-    assert kinds == [("quantize", "float32"), ("conv2d", "int8"), ("add", "int8"), ("avgpool", "int8"), ("dequantize", "float32")]
+    assert kinds == [
+        ("quantize", "float32"),
+        ("conv2d", "int8"),
+        ("add", "int8"),
+        ("avgpool", "int8"),
+        ("dequantize", "float32"),
+    ]
     assert opsmod.min_bytes(ops[2]) == 3 * 256 and ops[3]["shape"] == {"N": 1, "C": 4, "H": 8, "W": 8}
 
 
