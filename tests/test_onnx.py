@@ -275,3 +275,33 @@ def test_graph_ops_are_variants_and_a_dropped_pass_is_caught():
     wrong = dataclasses.replace(v, name="cpu.graph.sigmoid.wrong", kernel=three_passes)
     rec = driver.measure(wrong, wrong.inputs({"numel": 512}, np.float32), reps=1)
     assert rec.status == "failed" and not rec.verified
+
+
+def test_llama_rmsnorm_and_rope_patterns_are_one_op_each():
+    """A Llama export's RMSNorm (Mul x x, ReduceMean, Add eps, Sqrt, Div, Mul w) and rotate-half RoPE
+    (Slice, Slice, Neg, Concat, Mul cos, Mul sin, Add) map to one rmsnorm and one rope op, with the
+    shapes of rooflab.models.llm's ops; a RMSNorm without its weight Mul is not one."""
+    from rooflab.models.export import _Graph
+    from rooflab.models.export_llm import _rms, _rope
+
+    g = _Graph()
+    x = g.input("x", [1, 4, 6, 64])  # batch, heads, tokens, head_dim
+    cos = g.weight("cos", [6, 64])
+    sin = g.weight("sin", [6, 64])
+    r = _rope(g, x, "rope", cos, sin, 64)
+    flat = g.node("Reshape", [r, g.const([24, 64], np.int64)], "flat")
+    y = _rms(g, flat, "norm", 64, 1e-6)
+    g.output(y)
+    ops, bad = ops_from_model(g.model("llama-bits", ""))
+    assert bad == []
+    kinds = {o["kind"]: o for o in ops}
+    assert set(kinds) == {"rope", "reshape", "rmsnorm"}
+    assert kinds["rope"]["shape"] == {"tokens": 6, "heads": 4, "head_dim": 64, "rot_dim": 64}
+    assert len(kinds["rope"]["nodes"]) == 7 and len(kinds["rmsnorm"]["nodes"]) == 6
+    assert kinds["rmsnorm"]["shape"] == {"rows": 24, "cols": 64}
+    # without the weight Mul, the pieces stand alone (Sqrt and ReduceMean have no formula)
+    g.nodes = [n for n in g.nodes if n.name != "norm"]
+    g.outputs = []
+    g.output("norm/div")
+    ops, bad = ops_from_model(g.model("no-weight", ""))
+    assert {b["error"] for b in bad} == {"unsupported ONNX op ReduceMean", "unsupported ONNX op Sqrt"}

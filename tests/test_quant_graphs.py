@@ -269,3 +269,23 @@ def test_dynamic_int8_bert_placed_from_onnxruntime_none_listed(tmp_path, quick_r
     gemms = [r for r in nodes if "qgemm_int8" in (r.get("kind") or "")]
     assert len(gemms) == 73 and all("int8" in r["peak_used"] or "INT8" in r["peak_used"] for r in gemms)
     assert not [r["node"] for r in nodes if r.get("above_roof")]
+
+
+@needs_ort
+@pytest.mark.slow
+def test_int4_llama_decode_graph_placed_from_onnxruntime_none_listed(tmp_path, quick_result):
+    """`rooflab export smollm-135m --cache 16 --quantize int4`: MatMulNBits, RMSNorm and RoPE patterns
+    (which onnxruntime partly fuses, partly runs node by node): every node in a placed row."""
+    path = tmp_path / "smol-int4.onnx"
+    assert cli.main(["export", "smollm-135m", "--cache", "16", "--quantize", "int4", "-o", str(path)]) == 0
+    assert path.exists() and (tmp_path / "smol-int4.onnx.data").exists()
+    out = tmp_path / "res"
+    argv = ["place", str(path), "--runtime", "onnxruntime", "--ceilings", str(quick_result), "--out", str(out)]
+    assert cli.main([*argv, "--quick", "--no-own", "--threads", "1", "--runs", "3"]) == 0
+    (res,) = out.glob("*/rooflab-runtime-cpu-*.json")
+    data = json.loads(res.read_text())
+    nodes = data["runtime"]["nodes"]
+    assert data["runtime"]["summary"]["nodes_listed"] == 0 and data["runtime"]["unsupported"] == []
+    kinds = {k for r in nodes for k in (r.get("kind") or "").split("+")}
+    assert {"qgemm_nbits", "rmsnorm", "rope"} <= kinds
+    assert sum("qgemm_nbits" in (r.get("kind") or "") for r in nodes) == 30 * 7

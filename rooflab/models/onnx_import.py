@@ -173,6 +173,67 @@ class _Graph:
             return [half] + nodes, x
         return None
 
+    def rms_norm(self, mean, shape, inits):
+        """Mul(x, x) | Pow(x, 2) -> ReduceMean -> Add eps -> Sqrt -> Div(x, .) | Reciprocal -> Mul(x, .)
+        -> Mul weight (a Llama export's RMSNorm) around ``mean``: (nodes, x) or None."""
+        sq = self.producer.get(mean.input[0])
+        if sq is None or not (
+            sq.op_type == "Mul"
+            and len(sq.input) == 2
+            and sq.input[0] == sq.input[1]
+            or sq.op_type == "Pow"
+            and self.scalar(sq.input[1], 2.0) is not None
+        ):
+            return None
+        x = sq.input[0]
+        add = self.only_consumer(mean.output[0], "Add")
+        other = self.other(add, mean.output[0]) if add is not None else None
+        if other is None or self.scalar(other) is None:
+            return None
+        sqrt = self.only_consumer(add.output[0], "Sqrt")
+        if sqrt is None:
+            return None
+        nodes = [sq, mean, add, sqrt]
+        div = self.only_consumer(sqrt.output[0], "Div")
+        if div is not None and list(div.input) == [x, sqrt.output[0]]:
+            normed = div
+        else:
+            rec = self.only_consumer(sqrt.output[0], "Reciprocal")
+            normed = self.only_consumer(rec.output[0], "Mul") if rec is not None else None
+            if normed is None or self.other(normed, rec.output[0]) != x:
+                return None
+            nodes.append(rec)
+        nodes.append(normed)
+        mw = self.only_consumer(normed.output[0], "Mul")
+        w = self.other(mw, normed.output[0]) if mw is not None else None
+        dims = shape(x)
+        if w is None or w not in inits or not dims or math.prod(inits[w]) != dims[-1]:
+            return None
+        return nodes + [mw], x
+
+    def rope(self, neg, shape):
+        """rotate_half RoPE around ``neg``: Slice x[..., :h], Slice x[..., h:], Neg, Concat, Mul(x, cos),
+        Mul(rot, sin), Add: (nodes, x) or None."""
+        x2 = self.producer.get(neg.input[0])
+        cat = self.only_consumer(neg.output[0], "Concat")
+        if x2 is None or x2.op_type != "Slice" or cat is None or len(cat.input) != 2 or cat.input[0] != neg.output[0]:
+            return None
+        x1 = self.producer.get(cat.input[1])
+        x = x2.input[0]
+        if x1 is None or x1.op_type != "Slice" or x1.input[0] != x:
+            return None
+        msin = self.only_consumer(cat.output[0], "Mul")
+        add = self.only_consumer(msin.output[0], "Add") if msin is not None else None
+        if add is None:
+            return None
+        mcos = self.producer.get(self.other(add, msin.output[0]) or "")
+        if mcos is None or mcos.op_type != "Mul" or x not in mcos.input:
+            return None
+        dims = shape(x)
+        if not dims or len(dims) != 4 or shape(neg.output[0]) is None:
+            return None
+        return [x1, x2, neg, cat, mcos, msin, add], x
+
     def int_gemm_to_float(self, mmi, shape):
         """MatMulInteger -> Cast(float) -> Mul(scale), and the Mul of the two scalar scales feeding
         it (onnxruntime's dynamic quantizer; fused by onnxruntime into MatMulIntegerToFloat):
@@ -295,6 +356,7 @@ def ops_from_model(model) -> tuple[list[dict], list[dict]]:
     # multi-node patterns first: the op is emitted at the pattern's last node
     fused: dict[int, tuple] = {}  # id(last node) -> (kind, x, labels, node to map or None)
     absorbed: set[int] = set()
+    rot_dims: dict[int, int] = {}
     for node in g.node:
         if id(node) in absorbed:
             continue
@@ -308,6 +370,14 @@ def ops_from_model(model) -> tuple[list[dict], list[dict]]:
         elif node.op_type == "MatMulInteger":
             m = graph.int_gemm_to_float(node, dims_of)
             found, head = (None, (m, None)) if m else None, node
+        elif node.op_type == "ReduceMean":
+            m = graph.rms_norm(node, dims_of, inits)
+            found = ("rmsnorm", m) if m else None
+        elif node.op_type == "Neg":
+            m = graph.rope(node, dims_of)
+            found = ("rope", m) if m else None
+            if m:  # the rotated width: twice the negated half
+                rot_dims[id(m[0][-1])] = 2 * dims_of(node.output[0])[-1]
         if found:
             kind, (nodes, x) = found
             order = sorted(nodes, key=list(g.node).index)
@@ -369,7 +439,14 @@ def ops_from_model(model) -> tuple[list[dict], list[dict]]:
                     {"op": label, "error": f"{kind} ({', '.join(labels)}): shapes could not be inferred"}
                 )
                 continue
-            op = {"kind": kind, "shape": {"numel": math.prod(dims)}}
+            if kind == "rmsnorm":
+                shape = {"rows": math.prod(dims[:-1]), "cols": dims[-1]}
+            elif kind == "rope":  # x: batch, heads, tokens, head_dim; rotated: the Neg's width x 2
+                B, H, T, D = dims
+                shape = {"tokens": B * T, "heads": H, "head_dim": D, "rot_dim": rot_dims[id(node)]}
+            else:
+                shape = {"numel": math.prod(dims)}
+            op = {"kind": kind, "shape": shape}
             _append(ops, unsupported, op, f"{kind}: " + "+".join(labels), dtypes.get(x, "float32"), labels)
             continue
         if id(node) in absorbed:
