@@ -70,3 +70,33 @@ def test_ort_times_each_phase(tiny, tmp_path):
     p = export_llm.export(tiny, tmp_path / "d.onnx", cache=8)
     m = llm_ort.timed(p, threads=1, runs=3)
     assert m["median_s"] > 0 and "MatMul" in m["by_op_type_s"]
+
+
+def test_the_decode_check_predicts_the_graphs_kv_concat(tiny, tmp_path):
+    """The exported decode graph copies its whole KV cache (Concat) where rooflab's decode appends
+    one position in place: the check's prediction swaps the in-place append for the graph's copy
+    (graph_kv_copy), keeps the in-place figure beside it, and says so."""
+
+    def row(phase, **k):
+        ops = [
+            {"kind": "batched_gemm", "total_s": 0.004},
+            {"kind": "concat", "total_s": 0.001},
+        ]
+        return {"phase": phase, "batch": 1, "seconds": 0.005, "library_seconds": 0.005, "roof_seconds": 0.002,
+                "ops": ops, **k}  # fmt: skip
+
+    asked = []
+
+    def copy(context):
+        asked.append(context)
+        return 0.003
+
+    rows = [row("prefill", prompt=4), row("decode", context=8)]
+    c = llm_ort.compare(tiny, rows, threads=1, prompt=4, context=8, runs=3, graph_kv_copy=copy)
+    d, p = c["decode"], c["prefill"]
+    assert asked == [8]
+    assert d["predicted_s"] == pytest.approx(0.005 - 0.001 + 0.003) and d["predicted_in_place_s"] == 0.005
+    assert d["predicted_by_kind_s"][llm_ort.KIND_TO_ORT["concat"]] == pytest.approx(0.003)
+    assert d["error_pct"] == pytest.approx(100 * (d["predicted_s"] - d["measured_s"]) / d["measured_s"])
+    assert p["predicted_s"] == 0.005 and "graph_kv_copy_s" not in p
+    assert any("KV Concats copy the whole cache" in line for line in llm_ort.lines(c))

@@ -29,7 +29,7 @@ from pathlib import Path
 from ..errors import RooflabError
 from ..memory import available_bytes, fmt_bytes
 from . import llm, measure, place
-from .ops import ITEMSIZE, QGEMM, flops, min_bytes, output_bytes, weight_bytes
+from .ops import ITEMSIZE, QGEMM, flops, min_bytes, normalize, output_bytes, weight_bytes
 
 
 def _ints(text, what: str) -> list[int]:
@@ -186,6 +186,27 @@ def stored_weight_bytes(ops_list, exec_dtype: str) -> float:
         n = o["count"] * o["mult"]
         total += n * weight_bytes(dict(o, dtype=exec_dtype) if o["kind"] == "gemm" else o)
     return total
+
+
+def graph_kv_copy_s(arch, context: int, threads: int, roofs, machine, quick: bool, cold: bool) -> float:
+    """Seconds of an exported decode graph's KV cache Concats (export_llm: present = Concat(past, new),
+    2 per layer, each writing the whole cache of ``context`` positions, as ONNX exports without a
+    shared KV buffer do), where rooflab's decode appends one position in place: rooflab's concat op
+    measured at that size (cold, as the step streams its cache, where ``cold``)."""
+    op = normalize(
+        {
+            "kind": "concat",
+            "shape": {"numel": arch.kv_heads * arch.head_dim * context, "inputs": 2},
+            "dtype": "float32",
+            "name": "graph KV Concat",
+        }
+    )
+    (v, *_), _ = measure.variants_for(op, "cpu")
+    flush = measure.flusher("cpu", machine) if cold else None
+    rec = measure.measure_one(
+        measure.driver_for("cpu", quick), v, op, threads=threads, roofs=roofs, flush=flush, cold_samples=3 if cold else 0
+    )
+    return rec.get("cold_seconds", rec["seconds"]) * 2 * arch.layers
 
 
 def assemble(phase_sets, measured, roofs, machine, device, dtype_req) -> list[dict]:
@@ -461,7 +482,15 @@ def cmd_llm(args) -> int:
         from . import llm_ort, llm_torch
 
         print(f"{runtime} check of {arch.name} ({summary['threads']} threads) ...", file=sys.stderr)
-        rt, kw = (llm_torch, {"device": device}) if runtime == "torch" else (llm_ort, {"weights": inp["weights"]})
+        if runtime == "torch":
+            rt, kw = llm_torch, {"device": device}
+        else:
+            cold = summary["rows"][-1]["weights_cold"]
+
+            def copy_s(context, _t=summary["threads"]):
+                return graph_kv_copy_s(arch, context, _t, roofs, desc, args.quick, cold)
+
+            rt, kw = llm_ort, {"weights": inp["weights"], "graph_kv_copy": copy_s}
         summary["runtime_check"] = rt.compare(
             args.config,
             summary["rows"],
