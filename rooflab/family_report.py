@@ -30,7 +30,8 @@ def _group(rec: dict) -> tuple:
 
 def _case_key(rec: dict) -> tuple:
     """Shape, dtype and thread count: what a rung and the library must share to be compared."""
-    return json.dumps(rec.get("shape") or {}, sort_keys=True), rec.get("dtype"), rec.get("threads")
+    cold = bool((rec.get("meta") or {}).get("cold") or rec.get("cold"))  # from DRAM: its own case
+    return json.dumps(rec.get("shape") or {}, sort_keys=True), rec.get("dtype"), rec.get("threads"), cold
 
 
 def _same_params(a: dict, b: dict) -> bool:

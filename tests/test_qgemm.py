@@ -106,6 +106,46 @@ def test_a_misplaced_block_scale_fails_the_check(bits, K):
         verify.check(Q.nbits_reference(A, packed, dropped).astype(np.float32), ref, dtype="float32/quant")
 
 
+W4A8_SHAPES = [(1, 37, 96), (2, 9, 160), (3, 64, 4096), (1, 5, 32 * 17)]  # tail blocks, groups and both
+
+
+@pytest.mark.parametrize("shape", W4A8_SHAPES)
+def test_int8_activation_gemv_matches_its_reference(shape):
+    """4-bit weights x int8 activations (accuracy level 4): against the float64 product of the
+    activations quantized per block and the dequantized weights, with whole groups of blocks, the
+    blocks past the last group, and an all-zero activation block (scale 1)."""
+    M, N, K = shape
+    v = rooflab.get_variant("cpu.qgemm.01-w4a8-dpbusd")
+    A, packed, scales = v.inputs({"M": M, "N": N, "K": K, "bits": 4})
+    A[0, :32] = 0.0
+    for threads in (1, 2):
+        verify.check(
+            v.kernel(A, packed, scales, threads=threads), v.reference(A, packed, scales), dtype="float32/quant"
+        )
+    # ... and it is not the fp32-activation product: the int8 activations are what it computes with
+    fp32 = Q.nbits_reference(A, packed, scales)
+    assert np.abs(v.reference(A, packed, scales) - fp32).max() > 1e-3
+
+
+@pytest.mark.skipif(not HAVE_ORT, reason="onnxruntime is not installed")
+def test_int8_activation_library_variant_agrees():
+    _, got, ref = run("cpu.qgemm.00-ort-matmulnbits-a8", {"M": 2, "N": 24, "K": 256, "bits": 4})
+    verify.check(got, ref, dtype="float32/quant")
+
+
+def test_int8_activation_check_catches_a_lost_scale():
+    A, packed, scales = Q.w4a8_inputs({"M": 1, "N": 64, "K": 4096, "bits": 4})
+    ref = Q.w4a8_reference(A, packed, scales)
+    s = scales.copy()
+    s[:, 1] = s[:, 0]  # block 1 takes block 0's weight scale
+    with pytest.raises(VerificationError):
+        verify.check(Q.w4a8_reference(A, packed, s).astype(np.float32), ref, dtype="float32/quant")
+    B = A.copy()
+    B[:, 32:64] *= 1.5  # an activation block's scale taken from a neighbour: its codes read 1.5x
+    with pytest.raises(VerificationError):
+        verify.check(Q.w4a8_reference(B, packed, scales).astype(np.float32), ref, dtype="float32/quant")
+
+
 @pytest.mark.parametrize("bits", Q.BITS)
 def test_quantize_round_trip_and_layout(bits):
     rng = np.random.default_rng(1)
@@ -178,6 +218,10 @@ def test_other_dot_paths_build_and_are_exact(bits):
         for b in (4, 8):
             x = w.inputs({"M": 2, "N": 9, "K": 64, "bits": b})
             verify.check(w.kernel(*x), w.reference(*x), dtype="float32/quant")
+        a8 = rooflab.get_variant("cpu.qgemm.01-w4a8-dpbusd")
+        for s in [(1, 37, 96), (2, 9, 544)]:
+            x = a8.inputs({"M": s[0], "N": s[1], "K": s[2], "bits": 4})
+            verify.check(a8.kernel(*x, threads=2), a8.reference(*x), dtype="float32/quant")
         print(json.dumps({"path": DOT_PATH}))
         """
     )
@@ -208,7 +252,13 @@ def test_suite_cases_name_registered_variants_and_the_driver_runs_one():
         rooflab.registry.Case(
             variant="cpu.qgemm.01-dequant-in-registers", size={"M": 1, "N": 40, "K": 64, "bits": 4}, dtype="float32"
         ),
+        Q._cold(
+            rooflab.registry.Case(
+                variant="cpu.qgemm.01-w4a8-dpbusd", size={"M": 1, "N": 40, "K": 256, "bits": 4}, dtype="float32"
+            )
+        ),
     ]
+    assert sum(bool(c.meta.get("cold")) for c in Q.cases(quick=True, threads=[1])) == 4
     d = Driver(cpu_backend(), Settings(budget_s=0.0, min_samples=1, probe_clock=False, max_attempts=1))
     for c in small:
         rec = d.run_case(c)

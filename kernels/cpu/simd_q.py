@@ -19,6 +19,11 @@ the float intrinsics of simd.py (vfma, vload, vsplat, vhsum, ...) apply to the w
                                   float32 lanes (vpmovzxbd + vpandd/vpsrld + vcvtdq2ps)
   byte_f32(p, i)                  F bytes at p[i] (uint8) as float32 lanes
 
+  inib_lo(v) / inib_hi(v)         the low / high nibble of every byte of an int32 vector (bytes 0..15)
+  icvt(v)                         int32 lanes -> float32 lanes
+  bscale(s, i)                    ILANES / 4 floats at s[i], each in 4 consecutive lanes (one block's
+                                  scale beside the 4 int32 lanes of its 16 packed bytes)
+
 ``DOT_PATH`` names the dot step compiled ("vnni-512", "vnni-256", "avx2"); like the width it is
 fixed by numba's target features, which key numba's cache (rooflab/jitcache.py).
 
@@ -206,5 +211,50 @@ def byte_f32(typingctx, arr, i):
     return (_VF(arr, i), _widen(None, None)) if _u8_sig(arr, i) else None
 
 
+def _nibble(shift: int):
+    def codegen(context, builder, sig, args):
+        vi = context.get_value_type(_VI)
+        v = builder.lshr(args[0], ir.Constant(vi, [shift] * ILANES)) if shift else args[0]
+        return builder.and_(v, ir.Constant(vi, [0x0F0F0F0F] * ILANES))
+
+    return codegen
+
+
+@intrinsic
+def inib_lo(typingctx, v):
+    return (_VI(v), _nibble(0)) if _is(v, _VI) else None
+
+
+@intrinsic
+def inib_hi(typingctx, v):
+    return (_VI(v), _nibble(4)) if _is(v, _VI) else None
+
+
+@intrinsic
+def icvt(typingctx, v):
+    if not _is(v, _VI):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.sitofp(args[0], context.get_value_type(_VF))
+
+    return _VF(v), codegen
+
+
+@intrinsic
+def bscale(typingctx, arr, i):
+    if not (_int_contig(arr, types.float32) and _ints(i)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = _ptr(context, builder, sig.args[0], args[0], args[1:], sig.args[1:])
+        g = max(ILANES // 4, 1)
+        small = builder.load(builder.bitcast(ptr, ir.VectorType(ir.FloatType(), g).as_pointer()), align=4)
+        mask = ir.Constant(ir.VectorType(ir.IntType(32), ILANES), [lane // 4 for lane in range(ILANES)])
+        return builder.shuffle_vector(small, small, mask)
+
+    return _VF(arr, i), codegen
+
+
 __all__ = ["BITS", "DOT_PATH", "ILANES", "byte_f32", "dot_path", "dpbusd", "iadd", "ibcast", "iload", "istore"]
-__all__ += ["izero", "nib_hi", "nib_lo"]
+__all__ += ["izero", "nib_hi", "nib_lo", "inib_lo", "inib_hi", "icvt", "bscale"]

@@ -13,6 +13,11 @@ Two ops (``% of library`` compares within each):
                (widened in registers). Verified against the float64 product of the dequantized
                weights within the ``float32/quant`` tolerance of rooflab/verify.py, which a dropped
                or misplaced block scale exceeds (tests/test_qgemm.py keeps such a kernel).
+  qgemm_w4a8   the same 4-bit weights with the activations quantized to int8 per block of 32
+               (s = max|a| / 127): int8 dot products of the codes, scaled per block. 00 = onnxruntime
+               ``MatMulNBits`` at accuracy level 4 (MLAS's CompInt8); 01 = kernels/cpu/qgemm_w4a8.py
+               (the nibbles straight into vpdpbusd). Verified against the float64 product of the
+               quantized activations and the dequantized weights (``float32/quant``).
 
 Inputs: activations u8 in [0, 255] and weights s8 in [-64, 63] (7 bits, onnxruntime's reduce_range:
 no vpmaddubsw pair saturates on AVX2, in MLAS or here), so every byte moves the result; 4-/8-bit
@@ -31,12 +36,14 @@ Run: ``rooflab run --suite qgemm``.
 from __future__ import annotations
 
 import weakref
+from dataclasses import replace
 
 import numpy as np
 
 from ..errors import RooflabError
 from ..kernels.cpu import qgemm_i8 as I8
 from ..kernels.cpu import qgemm_w as WQ
+from ..kernels.cpu import qgemm_w4a8 as W4A8
 from ..kernels.cpu.simd_q import DOT_PATH
 from ..registry import Case, Variant, register
 from ..threads import resolve_threads
@@ -257,15 +264,24 @@ def matmulinteger_model(B: np.ndarray, za: int) -> bytes:
     return _graph(node, [a], y, inits)
 
 
-def matmulnbits_model(packed: np.ndarray, scales: np.ndarray) -> bytes:
-    """One MatMulNBits node (accuracy level 0: fp32 compute) over the constant packed weights."""
+def matmulnbits_model(packed: np.ndarray, scales: np.ndarray, accuracy_level: int = 0) -> bytes:
+    """One MatMulNBits node over the constant packed weights (accuracy level 0: fp32 compute; 4:
+    the activations quantized to int8 per block, int8 dot products)."""
     from onnx import TensorProto, helper, numpy_helper
 
     N, nb, _ = packed.shape
     bits = bits_of(packed)
     K = nb * BLOCK
     node = helper.make_node(
-        "MatMulNBits", ["A", "B", "scales"], ["Y"], domain="com.microsoft", K=K, N=N, bits=bits, block_size=BLOCK
+        "MatMulNBits",
+        ["A", "B", "scales"],
+        ["Y"],
+        domain="com.microsoft",
+        K=K,
+        N=N,
+        bits=bits,
+        block_size=BLOCK,
+        accuracy_level=accuracy_level,
     )
     inits = [numpy_helper.from_array(packed, "B"), numpy_helper.from_array(scales.reshape(-1), "scales")]
     a = helper.make_tensor_value_info("A", TensorProto.FLOAT, ["M", K])
@@ -276,6 +292,7 @@ def matmulnbits_model(packed: np.ndarray, scales: np.ndarray) -> bytes:
 _int8_session = _PerWeight(lambda B, za, threads: _session(matmulinteger_model(B, za), threads))
 _nbits_session = _PerWeight(lambda P, S, threads: _session(matmulnbits_model(P, S), threads))
 _int8_packed = _PerWeight(lambda B, za: I8.pack(B, za))
+_a8_session = _PerWeight(lambda P, S, threads: _session(matmulnbits_model(P, S, accuracy_level=4), threads))
 
 
 # ---- the variants --------------------------------------------------------------------------------
@@ -314,10 +331,44 @@ def _own_nbits(A, packed, scales, reps=1, threads=None):
     return Y
 
 
+def w4a8_inputs(size, dtype=None, seed: int = 0, **_) -> tuple:
+    s = _shape(size)
+    if s.get("bits", 4) != 4:
+        raise RooflabError("qgemm_w4a8 is 4-bit weights (bits=4)")
+    return nbits_inputs({**s, "bits": 4}, dtype, seed)
+
+
+def w4a8_reference(A, packed, scales, **_) -> np.ndarray:
+    """float64: A quantized per block of 32 (s = max|a| / 127, round half to even) times the
+    dequantized weights: what an exact int8-activation kernel computes (up to a rounding tie)."""
+    M, K = A.shape
+    blocks = A.astype(np.float64).reshape(M, K // BLOCK, BLOCK)
+    s = np.abs(blocks).max(axis=-1, keepdims=True) / 127
+    s[s == 0] = 1.0
+    return (np.rint(blocks / s) * s).reshape(M, K) @ dequantize(packed, scales, 4).T
+
+
+def _ort_w4a8(A, packed, scales, reps=1, threads=None):
+    if _check_nbits("cpu.qgemm.00-ort-matmulnbits-a8", A, packed, scales) != 4:
+        raise RooflabError("cpu.qgemm.00-ort-matmulnbits-a8: 4-bit weights only")
+    s = _a8_session(packed, scales, resolve_threads(threads))
+    for _ in range(int(reps)):
+        Y = s.run(None, {"A": A})[0]
+    return Y
+
+
+def _own_w4a8(A, packed, scales, reps=1, threads=None):
+    if _check_nbits("cpu.qgemm.01-w4a8-dpbusd", A, packed, scales) != 4:
+        raise RooflabError("cpu.qgemm.01-w4a8-dpbusd: 4-bit weights only")
+    Y = np.empty((A.shape[0], packed.shape[0]), np.float32)
+    return W4A8.matmul_w4a8(A, packed, scales, Y, threads=resolve_threads(threads), reps=int(reps))
+
+
 _INT8 = dict(inputs=int8_inputs, reference=int8_reference, work=int8_work, result_dtype=_int8_dtype, op="qgemm_int8")
 _NBITS = dict(
     inputs=nbits_inputs, reference=nbits_reference, work=nbits_work, result_dtype=_nbits_dtype, op="qgemm_nbits"
 )
+_W4A8 = dict(inputs=w4a8_inputs, reference=w4a8_reference, work=nbits_work, result_dtype=_nbits_dtype, op="qgemm_w4a8")
 for _name, _num, _kernel, _desc, _kw in (
     ("00-ort-matmulinteger", 0, _ort_int8, "onnxruntime MatMulInteger (MLAS, B prepacked)", _INT8),
     (
@@ -334,6 +385,14 @@ for _name, _num, _kernel, _desc, _kw in (
         _own_nbits,
         "codes widened to fp32 in registers, 4 weight rows per activation load; prefill: an L2 panel + the fp32 GEMM",
         _NBITS,
+    ),
+    ("00-ort-matmulnbits-a8", 0, _ort_w4a8, "onnxruntime MatMulNBits (MLAS, accuracy level 4: int8 compute)", _W4A8),
+    (
+        "01-w4a8-dpbusd",
+        1,
+        _own_w4a8,
+        f"activations to int8 per block, the packed nibbles straight into {DOT_PATH} dot steps, scaled per block",
+        _W4A8,
     ),
 ):
     register(
@@ -390,7 +449,48 @@ def cases(quick: bool = False, threads: list[int] | None = None, device: str = "
         for bits in (4,) if quick else BITS:
             for v in ("00-ort-matmulnbits", "01-dequant-in-registers"):
                 out += [_case(v, {**s, "bits": bits}, "float32", t, name, f"{bits}-bit weights") for t in threads]
+        if s["M"] <= WQ.ROWS_GEMV:  # a GEMV at accuracy level 4: int8 activations
+            for v in ("00-ort-matmulnbits-a8", "01-w4a8-dpbusd"):
+                out += [
+                    _case(v, {**s, "bits": 4}, "float32", t, name, "4-bit weights x int8 activations") for t in threads
+                ]
+        if s["M"] <= WQ.ROWS_GEMV and in_quick:  # and from DRAM: the caches evicted before each call
+            for v, what in (
+                ("00-ort-matmulnbits", "4-bit weights"),
+                ("01-dequant-in-registers", "4-bit weights"),
+                ("00-ort-matmulnbits-a8", "4-bit weights x int8 activations"),
+                ("01-w4a8-dpbusd", "4-bit weights x int8 activations"),
+            ):
+                out += [_cold(_case(v, {**s, "bits": 4}, "float32", t, f"{name}, from DRAM", what)) for t in threads]
     return out
+
+
+class _Evict:
+    """Before each sample, reads a buffer of 2x the last-level cache as measured (64 MiB at least):
+    the call then reads its weights from DRAM, as a decode step streaming its layers does. Read, not
+    written: a written buffer leaves the caches full of dirty lines whose write-backs would share
+    the DRAM with the call (measured: 19.6 vs 21.2 GB/s for the W4A8 GEMV at 1 thread)."""
+
+    def __init__(self):
+        self.buf = None
+
+    def __call__(self):
+        if self.buf is None:
+            from ..cpu.caches import CacheMap
+            from ..machine import describe
+
+            llc = CacheMap.of(describe()).llc_bytes()
+            self.buf = np.ones(max(2 * llc, 64 << 20) // 8)  # written once: its pages are real
+        self.buf.sum()
+
+
+EVICT = _Evict()
+
+
+def _cold(c: Case) -> Case:
+    return replace(
+        c, timing={"flush": EVICT, "reps": 1, "min_samples": 5, "budget_s": 0.0}, meta={**c.meta, "cold": True}
+    )
 
 
 def _case(v, s, dtype, t, name, what) -> Case:

@@ -204,7 +204,13 @@ def graph_kv_copy_s(arch, context: int, threads: int, roofs, machine, quick: boo
     (v, *_), _ = measure.variants_for(op, "cpu")
     flush = measure.flusher("cpu", machine) if cold else None
     rec = measure.measure_one(
-        measure.driver_for("cpu", quick), v, op, threads=threads, roofs=roofs, flush=flush, cold_samples=3 if cold else 0
+        measure.driver_for("cpu", quick),
+        v,
+        op,
+        threads=threads,
+        roofs=roofs,
+        flush=flush,
+        cold_samples=3 if cold else 0,
     )
     return rec.get("cold_seconds", rec["seconds"]) * 2 * arch.layers
 
