@@ -305,3 +305,39 @@ def test_llama_rmsnorm_and_rope_patterns_are_one_op_each():
     g.output("norm/div")
     ops, bad = ops_from_model(g.model("no-weight", ""))
     assert {b["error"] for b in bad} == {"unsupported ONNX op ReduceMean", "unsupported ONNX op Sqrt"}
+
+
+@pytest.mark.slow  # on the shared quick run's ceilings
+def test_identical_ops_are_timed_once_and_errors_said_once(tmp_path, capsys, quick_result):
+    """An OPS.json with the same GEMM under two names, an unknown kind and an op too large for memory:
+    the GEMM is timed once and placed twice (the second ``measured_as`` the first); each error is one
+    line, printed once, the size said once; a file where nothing is placed says so."""
+    import json
+
+    from rooflab import cli
+
+    gemm = {"kind": "gemm", "shape": {"M": 64, "N": 64, "K": 64}}
+    ops = [
+        {**gemm, "name": "layer0.fc"},
+        {**gemm, "name": "layer1.fc"},
+        {"kind": "bogus", "name": "b"},
+        {"kind": "gemm", "name": "huge", "shape": {"M": 400000, "N": 400000, "K": 400000}},
+    ]
+    f = tmp_path / "ops.json"
+    f.write_text(json.dumps(ops))
+    out = tmp_path / "res"
+    assert cli.main(["place", str(f), "--ceilings", str(quick_result), "--out", str(out), "--quick"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("unknown kind 'bogus'") == 1 and "skipped:" not in text
+    (huge,) = [line for line in text.splitlines() if "op 'huge'" in line]
+    assert huge.count("GiB") == 2  # needs X GiB but only Y GiB is free: no third copy of X
+    (res,) = out.glob("*/rooflab-place-cpu-*.json")
+    placed = json.loads(res.read_text())["ops_placed"]
+    first = [p for p in placed if p["name"].startswith("layer0.fc")]
+    again = [p for p in placed if p["name"].startswith("layer1.fc")]
+    assert first and len(again) == len(first) and all(p["measured_as"] == "layer0.fc" for p in again)
+    assert [p["seconds"] for p in again] == [p["seconds"] for p in first]
+    assert not any("measured_as" in p for p in first)
+    f.write_text(json.dumps([ops[2]]))
+    assert cli.main(["place", str(f), "--ceilings", str(quick_result), "--out", str(out), "--quick"]) == 1
+    assert "no op placed; not placed (1): b" in capsys.readouterr().out

@@ -9,11 +9,14 @@ working set fits in) and cold (a buffer larger than the last-level cache is rewr
 sample: placed against DRAM/HBM; or, for ops that stream weights in a chain as an LLM's decode does,
 a rotation over distinct copies of the streamed operand (weights, KV cache), >= 4x the LLC in all, one call per copy and no
 flush: rooflab.models.llm_run). One bad op (unknown kind, too large, wrong result) is reported
-and the others go on.
+and the others go on. An op of the same kind, dtype and shape as one measured before (a
+transformer's repeated layers: an imported BERT's 12 identical layers are timed once) reuses that
+measurement under its own name, with ``measured_as`` naming the op that was timed.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 import warnings
@@ -206,15 +209,33 @@ def measure_ops(
         if writer:
             writer.add_error(f"{op.get('model')}: {op['name']}", str(e))
 
+    seen: dict[tuple, tuple[str, list[dict]]] = {}  # an op's kind, dtype and shape -> its records
     for op in ops_list:
         if progress:
             progress.step(f"{op.get('model') or ''} {op['name']}")
+        key = (op["kind"], op["dtype"], json.dumps(op["shape"], sort_keys=True, default=str))
+        if key in seen:  # the same op again (a transformer's layers): its measurement, reused and said so
+            first, recs = seen[key]
+            for rec in recs:
+                copy = {
+                    **rec,
+                    "name": op["name"] + ("" if not rec["own_kernel"] else " [rooflab]"),
+                    "model": op.get("model"),
+                    "count": op["count"],
+                    "total_time_s": rec["seconds"] * op["count"],
+                    "measured_as": first,
+                }
+                placed.append(copy)
+                if writer:
+                    writer.data.setdefault("ops_placed", []).append(copy)
+            continue
+        n_placed = len(placed)
         try:
             need = _footprint(op)
             if device == "cpu":
                 require_fits(
                     need,
-                    f"op {op['name']!r} ({fmt_bytes(need)})",
+                    f"op {op['name']!r}",
                     hint="free memory, or place the op at a smaller shape (OPS.json: its shape; a model: a smaller "
                     "batch with `rooflab export --batch` or `place --runtime --batch`)",
                 )
@@ -254,6 +275,8 @@ def measure_ops(
             placed.append(best_own)
             if writer:
                 writer.data.setdefault("ops_placed", []).append(best_own)
+        if len(placed) > n_placed:
+            seen[key] = (op["name"], placed[n_placed:])
         if writer:
             writer.save()
     return placed, errors
@@ -410,9 +433,8 @@ def place_command(ops_list, unsupported, args, source: str) -> int:
     ceil, src = find_ceilings(out, desc["id"], device, args.ceilings)
     writer = ResultWriter(out, desc, "place", device, {"source": source, "quick": args.quick, "threads": threads})
     _use_ceilings(writer, ceil, src)
-    for u in unsupported:
+    for u in unsupported:  # printed once, with the other errors, at the end
         writer.add_error(u.get("op", "?"), u["error"])
-        print(f"skipped: {u.get('op')}: {u['error']}")
     progress = RichProgress(f"placing {Path(source).name}")
     progress.start(len(ops_list))
     roofs = roofs_for(writer, ceil, threads if device == "cpu" else 0, device)

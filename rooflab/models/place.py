@@ -248,10 +248,13 @@ def summary_line(model: str, device_name: str, summary: dict, missing: list[str]
     own, warm): a runtime that fuses or overlaps ops can be faster; ops that failed or are not
     modelled are named, never silently dropped."""
     parts = ", ".join(f"{v:.0f}% {k}" for k, v in sorted(summary["share_pct"].items(), key=lambda kv: -kv[1]))
-    line = (
-        f"{model} on {device_name}: {summary['total_time_s'] * 1e3:.2f} ms summed over isolated op times "
-        f"({summary['achieved_gflops']:.1f} GFLOP/s), {parts}"
-    )
+    if not summary.get("ops"):
+        line = f"{model} on {device_name}: no op placed"
+    else:
+        line = (
+            f"{model} on {device_name}: {summary['total_time_s'] * 1e3:.2f} ms summed over isolated op times "
+            f"({summary['achieved_gflops']:.1f} GFLOP/s), {parts}"
+        )
     if missing:
         line += f"; not placed ({len(missing)}): {', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}"
     return line
