@@ -70,8 +70,9 @@ def test_flagged_ceilings_are_no_roofs_but_stay_in_the_file():
 def test_placement_uses_the_other_thread_count_with_one_line_note():
     roofs = place.Roofs(bad_two_threads(), 2)
     assert roofs.threads == 1
-    assert "cannot be true" in roofs.note and "1-thread roofs" in roofs.note
-    assert place.Roofs(synthetic(), 2).note is None
+    assert "cannot be true" in roofs.note and "ops run at 1 thread(s)" in roofs.note
+    assert place.run_threads(roofs, 2) == 1  # the ops run at the threads of the roofs they meet
+    assert place.Roofs(synthetic(), 2).note is None and place.run_threads(place.Roofs(synthetic(), 2), 2) == 2
 
 
 def test_placement_refuses_when_every_thread_count_has_impossible_roofs():

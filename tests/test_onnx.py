@@ -341,3 +341,23 @@ def test_identical_ops_are_timed_once_and_errors_said_once(tmp_path, capsys, qui
     f.write_text(json.dumps([ops[2]]))
     assert cli.main(["place", str(f), "--ceilings", str(quick_result), "--out", str(out), "--quick"]) == 1
     assert "no op placed; not placed (1): b" in capsys.readouterr().out
+
+
+def test_place_runs_the_ops_at_the_threads_of_their_roofs(tmp_path, capsys):
+    """Ceilings whose 2-thread roofs cannot be true: `place --threads 2` says so, runs the ops at 1
+    thread and records that (issue 37: a 1M relu timed at 2 threads read 183 % of a 1-thread roof)."""
+    import json
+
+    from rooflab import cli
+    from tests.test_implausible import bad_two_threads
+
+    ceil = tmp_path / "ceilings.json"
+    ceil.write_text(json.dumps(bad_two_threads() | {"suite": "ceilings", "status": "complete"}))
+    f = tmp_path / "ops.json"
+    f.write_text(json.dumps([{"kind": "relu", "name": "r", "shape": {"numel": 4096}}]))
+    out = tmp_path / "res"
+    argv = ["place", str(f), "--ceilings", str(ceil), "--out", str(out), "--quick", "--threads", "2"]
+    assert cli.main(argv) == 0
+    assert "ops run at 1 thread(s)" in capsys.readouterr().out
+    (res,) = out.glob("*/rooflab-place-cpu-*.json")
+    assert json.loads(res.read_text())["config"]["threads"] == 1

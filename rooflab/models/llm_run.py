@@ -451,8 +451,9 @@ def cmd_llm(args) -> int:
         print(json.dumps(summary, indent=1) if args.json else "\n".join(lines(summary)))
         return 0
     roofs = place.Roofs(ceil, threads if device == "cpu" else 0, device)
-    if roofs.note:  # the ops still run at --threads (and the runtime check with them): only the roofs differ
+    if roofs.note:  # the ops (and the runtime check) then run at the roofs' threads: place.run_threads
         print(f"note: {roofs.note}", file=sys.stderr)
+    threads = place.run_threads(roofs, threads)
     sets = _sets(arch, inp)
     all_ops = [o for s in sets for o in s["ops"]]
     progress = None

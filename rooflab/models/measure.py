@@ -386,6 +386,7 @@ def run_suite(
     ]
     progress.start(sum(len(o) for _, o in groups))
     roofs = roofs_for(writer, ceil, threads if device == "cpu" else 0, device)
+    threads = place.run_threads(roofs, threads)
     all_placed, summaries = [], []
     for name, ops_list in groups:
         t0 = time.monotonic()
@@ -438,6 +439,8 @@ def place_command(ops_list, unsupported, args, source: str) -> int:
     progress = RichProgress(f"placing {Path(source).name}")
     progress.start(len(ops_list))
     roofs = roofs_for(writer, ceil, threads if device == "cpu" else 0, device)
+    threads = place.run_threads(roofs, threads)
+    writer.data["config"]["threads"] = threads
     try:
         placed, errors = measure_ops(
             ops_list, roofs, device=device, threads=threads, quick=args.quick, machine=writer.data["machine"],

@@ -15,7 +15,8 @@ predicts a time, and the class is the roof that explains the measured time:
 attainable(I) = min(peak, I x BW(level, kernel)); no op may show more than 100 % of it: if one does
 (over 105 %: ``above_roof``), the roof it was held against is the wrong one and placement warns.
 Roofs that cannot be true (roofline.implausible) are never used: the other thread count's roofs
-are, with a one-line note (``Roofs.note``), or placement refuses.
+are, with a one-line note (``Roofs.note``), and the ops then run at that thread count too (a time
+at 2 threads held to 1-thread roofs reads as 183 % of its roof), or placement refuses.
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ class Roofs:
             alt = min(clean, key=lambda t: abs(t - threads))
             self.note = (
                 f"the {threads}-thread ceilings hold roofs that cannot be true ({what}): "
-                f"ops are placed on the {alt}-thread roofs instead"
+                f"ops run at {alt} thread(s) and are placed on those roofs instead"
             )
             threads = alt
         self.threads, self.device = threads, device
@@ -151,6 +152,14 @@ class Roofs:
             if not c.get("level")
         ]
         return min(lat, key=lambda c: c["value"]) if lat else None
+
+
+def run_threads(roofs: Roofs, threads: int) -> int:
+    """The threads ops run at: those of the roofs they are placed on (``threads`` unless Roofs fell
+    back to another count's roofs; a GPU's roofs have no thread count)."""
+    if roofs.device != "cpu" or not roofs.threads or roofs.threads == threads:
+        return threads
+    return roofs.threads
 
 
 def place_op(op: dict, seconds: float, dispatches: int, roofs: Roofs, path: str, cold: bool = False) -> dict:

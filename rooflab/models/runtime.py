@@ -291,6 +291,10 @@ def prepare(args, device: str) -> dict:
     out = Path(args.out)
     require_writable(out)
     ceil, src = find_ceilings(out, desc["id"], device, args.ceilings)
+    from . import place
+
+    # the runtime runs at the threads of the roofs its nodes are placed on (place.run_threads)
+    threads = place.run_threads(place.Roofs(ceil, threads if device == "cpu" else 0, device), threads)
     return {"machine": desc, "threads": threads, "ceilings": ceil, "ceilings_source": src, "device": device}
 
 
