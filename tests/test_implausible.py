@@ -205,3 +205,31 @@ def test_a_re_measurement_keeps_the_progress_under_100_percent(capsys):
 
     pcts = [int(x) for x in re.findall(r"(\d+)% s", capsys.readouterr().err)]
     assert pcts and max(pcts) < 100 and p.total == 4  # without extend: 150 %
+
+
+def test_a_ceilings_run_without_dram_is_never_the_default(tmp_path, capsys):
+    """A newer complete run that measured only cache levels (`--max-working-set 1K`) is passed over,
+    saying what it lacks; given explicitly it is used with that line; alone it is refused."""
+    import json
+
+    from rooflab.models.measure import find_ceilings, lacks
+
+    full = synthetic() | {"suite": "ceilings", "status": "complete"}
+    mid = full["machine"]["id"]
+    part = copy.deepcopy(full)
+    part["ceilings"] = [c for c in part["ceilings"] if c.get("level") != "DRAM"]
+    assert lacks(part, "cpu") == ["DRAM bandwidth"] and lacks(full, "cpu") == []
+    d = tmp_path / mid
+    d.mkdir()
+    (d / "rooflab-ceilings-cpu-20260101T000000Z.json").write_text(json.dumps(full))
+    (d / "rooflab-ceilings-cpu-20260102T000000Z.json").write_text(json.dumps(part))
+    data, src = find_ceilings(tmp_path, mid, "cpu", None)
+    assert src.endswith("20260101T000000Z.json")
+    assert "passed over the newer rooflab-ceilings-cpu-20260102T000000Z.json: it lacks DRAM bandwidth" in (
+        capsys.readouterr().out
+    )
+    find_ceilings(tmp_path, mid, "cpu", str(d / "rooflab-ceilings-cpu-20260102T000000Z.json"))
+    assert "lacks DRAM bandwidth" in capsys.readouterr().out
+    (d / "rooflab-ceilings-cpu-20260101T000000Z.json").unlink()
+    with pytest.raises(RooflabError, match="lacks DRAM bandwidth"):
+        find_ceilings(tmp_path, mid, "cpu", None)
