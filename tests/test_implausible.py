@@ -226,10 +226,10 @@ def test_a_ceilings_run_without_dram_is_never_the_default(tmp_path, capsys):
     data, src = find_ceilings(tmp_path, mid, "cpu", None)
     assert src.endswith("20260101T000000Z.json")
     assert "passed over the newer rooflab-ceilings-cpu-20260102T000000Z.json: it lacks DRAM bandwidth" in (
-        capsys.readouterr().out
+        capsys.readouterr().err
     )
     find_ceilings(tmp_path, mid, "cpu", str(d / "rooflab-ceilings-cpu-20260102T000000Z.json"))
-    assert "lacks DRAM bandwidth" in capsys.readouterr().out
+    assert "lacks DRAM bandwidth" in capsys.readouterr().err
     (d / "rooflab-ceilings-cpu-20260101T000000Z.json").unlink()
     with pytest.raises(RooflabError, match="lacks DRAM bandwidth"):
         find_ceilings(tmp_path, mid, "cpu", None)

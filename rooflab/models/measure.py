@@ -319,7 +319,8 @@ def find_ceilings(out_dir: Path, machine_id: str, device: str, explicit: str | N
         if missing:
             print(
                 f"note: {explicit} lacks {' and '.join(missing)}: ops are placed against the roofs it has "
-                "(the slowest level it measured stands for main memory)"
+                "(the slowest level it measured stands for main memory)",
+                file=sys.stderr,
             )
         return data, explicit
     cands = sorted((Path(out_dir) / machine_id).glob(f"rooflab-ceilings-{device}-*.json"))
@@ -334,7 +335,7 @@ def find_ceilings(out_dir: Path, machine_id: str, device: str, explicit: str | N
         missing = lacks(data, device)
         if data.get("status", "").startswith("complete") and not missing:
             for p, why in passed:
-                print(f"note: passed over the newer {p.name}: {why}; using {c.name}")
+                print(f"note: passed over the newer {p.name}: {why}; using {c.name}", file=sys.stderr)
             return data, str(c)
         passed.append((c, f"it lacks {' and '.join(missing)}" if missing else f"it is {data.get('status')}"))
     raise RooflabError(
