@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from rooflab import cli  # noqa: E402
 from rooflab.errors import RooflabError  # noqa: E402
 from rooflab.models import ops as opsmod  # noqa: E402
-from rooflab.models.onnx_import import ops_from_model  # noqa: E402
+from rooflab.models.onnx_import import ops_from_model, ops_from_onnx  # noqa: E402
 
 needs_ort = pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="onnxruntime is not installed")
 
@@ -226,6 +226,19 @@ def test_quantize_scheme_errors_are_one_line_and_exit_2(tmp_path, capsys):
 # ---- with onnxruntime: its quantizers, its per-node times ------------------------------------------
 
 
+def _placed_by_onnxruntime(path, tmp_path, ceilings, *more) -> dict:
+    """`place PATH --runtime onnxruntime --no-own` at 1 thread: its result's "runtime" part, once it
+    is known that no row is listed without a formula, no node is unsupported, none above its roof."""
+    out = tmp_path / "res"
+    argv = ["place", str(path), "--runtime", "onnxruntime", "--ceilings", str(ceilings), "--out", str(out)]
+    assert cli.main([*argv, "--quick", "--no-own", "--threads", "1", *more]) == 0
+    (res,) = out.glob("*/rooflab-runtime-cpu-*.json")
+    runtime = json.loads(res.read_text())["runtime"]
+    assert runtime["summary"]["nodes_listed"] == 0 and runtime["unsupported"] == []
+    assert not [r["node"] for r in runtime["nodes"] if r.get("above_roof")]
+    return runtime
+
+
 @needs_ort
 @pytest.mark.slow
 def test_static_qdq_mobilenet_placed_from_onnxruntime_every_node_on_the_int8_roof(tmp_path, quick_result):
@@ -234,21 +247,15 @@ def test_static_qdq_mobilenet_placed_from_onnxruntime_every_node_on_the_int8_roo
     placed on the INT8 roof at 1 byte per element, and no row is above its roof."""
     path = tmp_path / "mnv2-qdq.onnx"
     assert cli.main(["export", "mobilenetv2", "--quantize", "static", "-o", str(path)]) == 0
-    ops, bad = __import__("rooflab.models.onnx_import", fromlist=["x"]).ops_from_onnx(path)
+    ops, bad = ops_from_onnx(path)
     assert bad == [] and sum(o["kind"] == "conv2d" and o["dtype"] == "int8" for o in ops) == 52
-    out = tmp_path / "res"
-    argv = ["place", str(path), "--runtime", "onnxruntime", "--ceilings", str(quick_result), "--out", str(out)]
-    assert cli.main([*argv, "--quick", "--no-own", "--threads", "1"]) == 0
-    (res,) = out.glob("*/rooflab-runtime-cpu-*.json")
-    data = json.loads(res.read_text())
-    nodes, s = data["runtime"]["nodes"], data["runtime"]["summary"]
-    assert s["nodes_listed"] == 0 and data["runtime"]["unsupported"] == []
+    runtime = _placed_by_onnxruntime(path, tmp_path, quick_result)
+    nodes = runtime["nodes"]
     model = onnx.load(str(path))
-    covered = {n for r in nodes for n in r["graph_nodes"]} | {n["node"] for n in data["runtime"]["not_executed"]}
+    covered = {n for r in nodes for n in r["graph_nodes"]} | {n["node"] for n in runtime["not_executed"]}
     assert covered == {n.name for n in model.graph.node}
     convs = [r for r in nodes if r.get("kind") == "conv2d"]
     assert len(convs) == 52 and all("int8" in r["peak_used"] or "INT8" in r["peak_used"] for r in convs)
-    assert not [r["node"] for r in nodes if r.get("above_roof")]
 
 
 @needs_ort
@@ -259,16 +266,9 @@ def test_dynamic_int8_bert_placed_from_onnxruntime_none_listed(tmp_path, quick_r
     MatMulInteger, Cast and scale Muls are joined into one row): none listed, none above the roof."""
     path = tmp_path / "bert-dyn.onnx"
     assert cli.main(["export", "bert-base", "--seq", "8", "--quantize", "dynamic", "-o", str(path)]) == 0
-    out = tmp_path / "res"
-    argv = ["place", str(path), "--runtime", "onnxruntime", "--ceilings", str(quick_result), "--out", str(out)]
-    assert cli.main([*argv, "--quick", "--no-own", "--threads", "1", "--runs", "3"]) == 0
-    (res,) = out.glob("*/rooflab-runtime-cpu-*.json")
-    data = json.loads(res.read_text())
-    nodes = data["runtime"]["nodes"]
-    assert data["runtime"]["summary"]["nodes_listed"] == 0 and data["runtime"]["unsupported"] == []
+    nodes = _placed_by_onnxruntime(path, tmp_path, quick_result, "--runs", "3")["nodes"]
     gemms = [r for r in nodes if "qgemm_int8" in (r.get("kind") or "")]
     assert len(gemms) == 73 and all("int8" in r["peak_used"] or "INT8" in r["peak_used"] for r in gemms)
-    assert not [r["node"] for r in nodes if r.get("above_roof")]
 
 
 @needs_ort
@@ -279,13 +279,7 @@ def test_int4_llama_decode_graph_placed_from_onnxruntime_none_listed(tmp_path, q
     path = tmp_path / "smol-int4.onnx"
     assert cli.main(["export", "smollm-135m", "--cache", "16", "--quantize", "int4", "-o", str(path)]) == 0
     assert path.exists() and (tmp_path / "smol-int4.onnx.data").exists()
-    out = tmp_path / "res"
-    argv = ["place", str(path), "--runtime", "onnxruntime", "--ceilings", str(quick_result), "--out", str(out)]
-    assert cli.main([*argv, "--quick", "--no-own", "--threads", "1", "--runs", "3"]) == 0
-    (res,) = out.glob("*/rooflab-runtime-cpu-*.json")
-    data = json.loads(res.read_text())
-    nodes = data["runtime"]["nodes"]
-    assert data["runtime"]["summary"]["nodes_listed"] == 0 and data["runtime"]["unsupported"] == []
+    nodes = _placed_by_onnxruntime(path, tmp_path, quick_result, "--runs", "3")["nodes"]
     kinds = {k for r in nodes for k in (r.get("kind") or "").split("+")}
     assert {"qgemm_nbits", "rmsnorm", "rope"} <= kinds
     assert sum("qgemm_nbits" in (r.get("kind") or "") for r in nodes) == 30 * 7

@@ -98,24 +98,23 @@ def _row(P32, P8, S, r, nb, a32, a8, asl, zc):
 
 
 @njit(parallel=True, cache=True)
-def gemv(P32, P8, S, a32, a8, asl, zc, Y, nthreads, reps=1):
+def gemv(P32, P8, S, a32, a8, asl, zc, Y, nthreads):
     """Y[m, :] for every row m: the N weight rows split into ``nthreads`` contiguous ranges."""
     M, N = Y.shape
     nb = S.shape[0] // N
     for t in prange(nthreads):
         lo = N * t // nthreads
         hi = N * (t + 1) // nthreads
-        for _ in range(reps):
-            for r in range(lo, hi):
-                for m in range(M):
-                    Y[m, r] = _row(P32, P8, S, r, nb, a32[m], a8[m], asl[m], zc[m])
+        for r in range(lo, hi):
+            for m in range(M):
+                Y[m, r] = _row(P32, P8, S, r, nb, a32[m], a8[m], asl[m], zc[m])
 
 
-def matmul_w4a8(A, packed, scales, Y, threads: int = 1, reps: int = 1):
+def matmul_w4a8(A, packed, scales, Y, threads: int = 1):
     """Y = quantize_a(A) @ dequant(packed, scales)^T (4-bit codes, MatMulNBits layout)."""
     M, K = A.shape
     a8, asl, zc = layout(M, K)
     quantize_a(A, a8, asl, zc)
     P8 = packed.reshape(-1)
-    gemv(P8.view(np.int32), P8, scales.reshape(-1), a8.view(np.int32), a8, asl, zc, Y, threads, reps)
+    gemv(P8.view(np.int32), P8, scales.reshape(-1), a8.view(np.int32), a8, asl, zc, Y, threads)
     return Y

@@ -361,7 +361,9 @@ def _own_w4a8(A, packed, scales, reps=1, threads=None):
     if _check_nbits("cpu.qgemm.01-w4a8-dpbusd", A, packed, scales) != 4:
         raise RooflabError("cpu.qgemm.01-w4a8-dpbusd: 4-bit weights only")
     Y = np.empty((A.shape[0], packed.shape[0]), np.float32)
-    return W4A8.matmul_w4a8(A, packed, scales, Y, threads=resolve_threads(threads), reps=int(reps))
+    for _ in range(int(reps)):  # each call quantizes its activations, as MatMulNBits does
+        W4A8.matmul_w4a8(A, packed, scales, Y, threads=resolve_threads(threads))
+    return Y
 
 
 _INT8 = dict(inputs=int8_inputs, reference=int8_reference, work=int8_work, result_dtype=_int8_dtype, op="qgemm_int8")
@@ -466,22 +468,20 @@ def cases(quick: bool = False, threads: list[int] | None = None, device: str = "
 
 
 class _Evict:
-    """Before each sample, reads a buffer of 2x the last-level cache as measured (64 MiB at least):
-    the call then reads its weights from DRAM, as a decode step streaming its layers does. Read, not
-    written: a written buffer leaves the caches full of dirty lines whose write-backs would share
-    the DRAM with the call (measured: 19.6 vs 21.2 GB/s for the W4A8 GEMV at 1 thread)."""
+    """Before each sample, the caches evicted as `place` evicts them before a cold op
+    (measure.flusher: a read of 2x the last-level cache as measured): the call then reads its
+    weights from DRAM, as a decode step streaming its layers does. Made on first use."""
 
     def __init__(self):
-        self.buf = None
+        self.flush = None
 
     def __call__(self):
-        if self.buf is None:
-            from ..cpu.caches import CacheMap
+        if self.flush is None:
             from ..machine import describe
+            from ..models.measure import flusher
 
-            llc = CacheMap.of(describe()).llc_bytes()
-            self.buf = np.ones(max(2 * llc, 64 << 20) // 8)  # written once: its pages are real
-        self.buf.sum()
+            self.flush = flusher("cpu", describe())
+        self.flush()
 
 
 EVICT = _Evict()

@@ -42,6 +42,7 @@ import numpy as np
 
 from ..errors import RooflabError, first_line
 from . import ops as opsmod
+from .onnx_import import ELEM_DTYPE
 from .runtime import median, parts_work
 
 LAYOUT = ("ReorderInput", "ReorderOutput")
@@ -64,7 +65,6 @@ FUSABLE = (
     "Div",
 )
 ITEMSIZE = {1: 4, 2: 1, 3: 1, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 16: 2}
-ELEM_DTYPE = {1: "float32", 2: "int8", 3: "int8", 10: "float16", 11: "float64", 16: "bfloat16"}
 
 
 def import_ort():
