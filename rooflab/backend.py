@@ -22,13 +22,14 @@ class Backend:
     """What the driver needs from a device."""
 
     device: str
-    timer: Callable  # timer(call, budget_s=, min_samples=, flush=) -> list of seconds per call
+    timer: Callable  # timer(call, budget_s=, min_samples=, flush=[, after=]) -> seconds per call[, after's]
     calibrate: Callable  # calibrate(make_call(reps) -> call, target_s) -> reps
     threads: Callable = lambda n: contextlib.nullcontext(n)  # context manager limiting the pools
     clock: Callable | None = None  # clock(threads) -> per-thread GHz list, or None
-    # unit_clock(call, threads) -> per-thread GHz while ``call``'s unit runs (a peak kernel's
-    # licence clock), or None: asked for by cases with ``timing: {"unit_clock": True}``
-    unit_clock: Callable | None = None
+    # sample_clock(threads) -> per-thread GHz of one ~0.2 ms chain, or None; the timer then takes
+    # ``after=`` and runs it right after every sample of a case with ``timing: {"unit_clock": True}``:
+    # the clock a peak kernel's unit (its AVX-512 or AMX licence) ran at, sample by sample
+    sample_clock: Callable | None = None
     after_verify: Callable | None = None  # extra fields from the inputs after a run (GPU SM clock)
     # isolate(driver, case, processes) -> Record: a case whose figure is drawn once per process
     # (``timing: {"processes": N}``), measured in N fresh interpreters; None: measured in this one

@@ -268,8 +268,9 @@ class Driver:
                 "after": best["after"],
                 "best_in_run": self.best_clock.get(threads),
             }
-        if attempts[-1].get("unit") is not None:  # the clock while this kernel's unit ran
-            rec.clock_ghz = {**(rec.clock_ghz or {}), "unit": attempts[-1]["unit"]}
+        if best.get("unit") is not None:  # the clock while this kernel's unit ran: per thread, the
+            # median over the samples; per sample (the slowest thread's), in the samples' order
+            rec.clock_ghz = {**(rec.clock_ghz or {}), "unit": best["unit"], "unit_per_sample": best["unit_per_sample"]}
         rec.noisy = bool(best["noise_reasons"])
         rec.noise_reasons = best["noise_reasons"]
         rec.attempts = [
@@ -301,17 +302,24 @@ class Driver:
             if reps is None:
                 reps = self.backend.calibrate(make_call, target)
             call = make_call(reps)
+            # a peak kernel's unit clock: a short chain right after every sample (the clock that
+            # sample's unit ran at, however the host's clock wanders)
+            per_sample = unit and self.settings.probe_clock and self.backend.sample_clock
+            hook = {"after": lambda: self.backend.sample_clock(threads)} if per_sample else {}
             attempts = []
             for _ in range(attempts_max):
                 before = self.probe_clock(threads)
-                seconds = self.backend.timer(call, budget_s=budget, min_samples=nmin, flush=flush)
+                got = self.backend.timer(call, budget_s=budget, min_samples=nmin, flush=flush, **hook)
+                seconds, clocks = got if per_sample else (got, None)
                 seconds = [x / len(copies) for x in seconds]
                 after = self.probe_clock(threads)
                 attempts.append(self._attempt(seconds, before, after, threads, cvmax))
+                if clocks and all(clocks):
+                    per_thread = np.asarray(clocks, dtype=np.float64)  # [sample][thread]
+                    attempts[-1]["unit"] = [float(g) for g in np.median(per_thread, axis=0)]
+                    attempts[-1]["unit_per_sample"] = [round(float(g), 4) for g in per_thread.min(axis=1)]
                 if not attempts[-1]["noise_reasons"]:
                     break
-            if unit and self.settings.probe_clock and self.backend.unit_clock:
-                attempts[-1]["unit"] = self.backend.unit_clock(call, threads)
         return attempts, reps
 
     def _attempt(self, seconds, before, after, threads, cvmax) -> dict:

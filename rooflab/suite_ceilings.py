@@ -277,16 +277,25 @@ def set_theoretical(cpu: dict, best_clock: dict) -> None:
 
 
 def best_unit_clock(records: list[dict]) -> float | None:
-    """The best clock probed while these records' unit ran (each record's slowest thread: what an
-    all-thread kernel runs at; a neighbour only slows a probe, so the best record's is the clock)."""
-    clocks = [min(r["clock_ghz"]["unit"]) for r in records if (r.get("clock_ghz") or {}).get("unit")]
-    return max(clocks) if clocks else None
+    """The clock these records' unit ran at. Where each sample was paired with a chain right after it
+    (``unit_per_sample``, the slowest thread's): the median over the samples of the record with the
+    best rate, the one its ceiling reports, so a clock that wandered between seconds is the one
+    those samples ran at. Older results (one probe after the attempt): the best record's slowest
+    thread, the best over records (a neighbour only slows a probe)."""
+    probed = [r for r in records if (r.get("clock_ghz") or {}).get("unit")]
+    if not probed:
+        return None
+    paired = [r for r in probed if r["clock_ghz"].get("unit_per_sample") and r.get("gflops")]
+    if paired:
+        best = max(paired, key=lambda r: r["gflops"]["median"])
+        return float(np.median(best["clock_ghz"]["unit_per_sample"]))
+    return max(min(r["clock_ghz"]["unit"]) for r in probed)
 
 
 def set_unit_clocks(cpu: dict, records: list[dict]) -> None:
-    """Each FMA peak's theoretical rate at the clock its unit ran at: the best clock probed right
-    after its kernel (rooflab.cpu.clock.probe_unit_clock) over the run's FMA records of that dtype
-    and thread count, the slowest thread's. A Xeon's cores run zmm FMAs at 3.4-3.5 GHz against a
+    """Each FMA peak's theoretical rate at the clock its unit ran at (best_unit_clock over the run's
+    FMA records of that dtype and thread count: the clock probed right after each sample of the best
+    one, rooflab.cpu.clock.chain_clock). A Xeon's cores ran zmm FMAs at 3.4-3.5 GHz against a
     3.9-4.0 GHz scalar clock: judged at the scalar clock every quiet peak read 83-90 %. Peaks
     whose unit clock was not probed keep the scalar clock and say so."""
     from .cpu.clock import UNIT_METHOD
@@ -343,8 +352,9 @@ _LOWPREC_LABEL = {"int8": "INT8", "bfloat16": "BF16", "w4": "W4 dequantize-and-F
 
 def lowprec_ceilings(recs: list[dict], cpu: dict) -> list[dict]:
     """One compute ceiling per low-precision unit and thread count: the best pass's median, its
-    theoretical rate at the clock its unit ran at (the best unit-clock probe of its records; the
-    scalar clock where none was probed), labelled with the instruction it ran; GOPS for INT8."""
+    theoretical rate at the clock its unit ran at (best_unit_clock; the scalar clock where none was
+    probed), labelled with the instruction it ran; GOPS for INT8."""
+    from .cpu.clock import UNIT_METHOD
     from .cpu.machine import LOWPREC_DTYPE, LOWPREC_UNIT, lowprec_peak
 
     out = []
@@ -378,9 +388,7 @@ def lowprec_ceilings(recs: list[dict], cpu: dict) -> list[dict]:
                     theoretical=t["value"],
                     theoretical_formula=t["formula"],
                     theoretical_clock_ghz=ghz,
-                    theoretical_clock_source=(
-                        f"{unit} unit clock: probed right after its kernel" if unit_ghz else "scalar clock"
-                    ),
+                    theoretical_clock_source=(f"{unit} unit clock: {UNIT_METHOD}" if unit_ghz else "scalar clock"),
                     fraction_of_theoretical=c["value"] / t["value"],
                     above_105pct_of_theoretical=c["value"] > 1.05 * t["value"],
                 )
@@ -625,6 +633,13 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
         dram_cases = []
     parts = intensity_parts(plan, sweep, dram_cases)
     passes = plan.pass_count()
+    from . import compile_ahead
+
+    if compile_ahead.pending(peaks + lowprec + sweep):  # a phase only on a cold cache
+        with ph("compile ahead"):  # its slow kernels, on every core, before anything is timed
+            writer.data["config"]["compile_ahead"] = compile_ahead.compile_ahead(
+                peaks + lowprec + sweep, plan.threads_all
+            )
     task = progress.start(
         passes * (len(latency) + len(peaks) + len(lowprec) + len(bandwidth) + len(chases))
         + len(sweep)

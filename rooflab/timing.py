@@ -23,6 +23,7 @@ class Samples:
 
     seconds: list[float] = field(default_factory=list)
     warmup: int = 0
+    after: list = field(default_factory=list)  # what the timer's ``after`` hook returned, per sample
 
     def stats(self) -> dict:
         return summarize(self.seconds)

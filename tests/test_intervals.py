@@ -112,17 +112,31 @@ def test_peaks_are_judged_at_the_clock_their_unit_ran_at():
     assert p[("float64", 2)]["clock_ghz"] == 4.0 and "not probed" in p[("float64", 2)]["clock_source"]
 
 
-def test_the_unit_clock_probe_counts_cycles_after_the_unit_ran():
+def test_every_sample_of_a_peak_carries_the_clock_probed_right_after_it():
     from rooflab.cpu import clock
+    from rooflab.cpu.timing import time_cpu
 
     if not clock.supported():
         pytest.skip("the clock probe needs Linux on x86-64")
     calls = []
     scalar = clock.probe_clock(1)["ghz"]
-    got = clock.probe_unit_clock(lambda: calls.append(1), 1, probes=3)
-    assert len(calls) == 3 and len(got["samples"][0]) == 3
-    # an idle "unit" leaves the scalar clock: the chain is the same one probe_clock times
-    assert 0.7 * scalar < got["ghz"] < 1.3 * scalar
+    got = time_cpu(lambda: calls.append(1), budget_s=0.0, min_samples=4, after=lambda: clock.chain_clock(1))
+    assert len(got.after) == len(got.seconds) == 4 and len(calls) == 5  # warm-up untimed, no chain
+    # an idle "unit" leaves the scalar clock: the chain is the one probe_clock times
+    assert all(0.7 * scalar < g[0] < 1.3 * scalar for g in got.after)
+
+
+def test_a_peak_is_judged_at_the_clock_its_own_best_samples_ran_at():
+    from rooflab.suite_ceilings import best_unit_clock
+
+    def rec(value, per_sample):
+        return {"gflops": {"median": value}, "clock_ghz": {"unit": [max(per_sample)], "unit_per_sample": per_sample}}
+
+    # the host's clock wandered: the best record ran at 3.0 GHz, a slower one's probe read 3.1 later
+    recs = [rec(90.0, [3.0, 2.9, 3.05]), rec(80.0, [3.1, 3.1, 3.1])]
+    assert best_unit_clock(recs) == pytest.approx(3.0)
+    assert best_unit_clock([{"clock_ghz": {"unit": [3.2, 3.1]}}, {"clock_ghz": {"unit": [3.0]}}]) == 3.1  # older files
+    assert best_unit_clock([{"clock_ghz": {"before": [3.0]}}]) is None
 
 
 def test_the_consistency_line_holds_each_ceiling_against_the_previous_run_s_interval(tmp_path):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from rooflab import cli, commands
+from rooflab import cli, commands, compile_ahead
 from rooflab.cpu import dram_probe
 from rooflab.families.lowprec import available
 from rooflab.results import ResultWriter, load
@@ -43,6 +43,7 @@ class FakeDriver:
 def fake(monkeypatch):
     def use(stop_in=None):
         monkeypatch.setattr(commands, "_driver", lambda device, settings: FakeDriver(stop_in))
+        monkeypatch.setattr(compile_ahead, "cached", lambda job: True)  # a warm cache: no compile phase
 
         def measure(nbytes, threads):
             if stop_in == "DRAM sizing probe":
@@ -66,6 +67,21 @@ def test_phases_are_timed_and_printed(fake, tmp_path, capsys):
     assert len(lines) == len(PHASES) + 2  # one per phase and the rest
     assert all(ln.rstrip().split()[-1].endswith("s") or "%" in ln for ln in lines)
     assert sum(ln.startswith("consistency:") for ln in out.splitlines()) == 1  # always said
+
+
+def test_a_cold_cache_compiles_ahead_in_its_own_phase_before_anything_is_timed(fake, tmp_path, monkeypatch):
+    fake()
+    monkeypatch.setattr(compile_ahead, "cached", lambda job: job[0] != "ert")
+    jobs = []
+    monkeypatch.setattr(compile_ahead, "compile_ahead", lambda cases, cores: jobs.append(cores) or {"workers": cores})
+    assert cli.main(["run", *TINY, "--out", str(tmp_path)]) == 0
+    (f,) = tmp_path.glob("*/*.json")
+    d = load(f)
+    names = [p["name"] for p in d["phases"]["items"]]
+    assert names[names.index("DRAM sizing probe") + 1] == "compile ahead" and names.index(
+        "compile ahead"
+    ) < names.index("dispatch latency")
+    assert d["config"]["compile_ahead"] == {"workers": jobs[0]} and jobs[0] >= 1
 
 
 @pytest.mark.parametrize("phase", PHASES)

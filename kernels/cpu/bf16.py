@@ -22,7 +22,8 @@ from numba import njit, prange
 
 import rooflab._numba_env  # noqa: F401
 
-from .asm_loop import STREAMS, accumulate_loop, asm_step, missing  # noqa: F401  (STREAMS: read here by the family)
+from .asm_loop import ZMM_STREAMS as STREAMS
+from .asm_loop import accumulate_loop, asm_step, missing
 
 BYTES, LANES = 64, 16  # 32 bf16 per step and stream; 16 fp32 lanes per accumulator
 INSTRUCTION = "vdpbf16ps zmm"
@@ -32,7 +33,7 @@ _step = asm_step(
     "vdpbf16ps $2, $1, $0", "=v,v,v,0", _F32x16,
     lambda bl, a, b, acc: [bl.bitcast(a, _I32x16), bl.bitcast(b, _I32x16), acc],
 )  # fmt: skip
-_loop = accumulate_loop(BYTES, ir.FloatType(), LANES, _step)
+_loop = accumulate_loop(BYTES, ir.FloatType(), LANES, _step, STREAMS)
 
 
 @njit(parallel=True, cache=True)

@@ -10,7 +10,7 @@ loop-invariant multiplies nor fuse them into another instruction: on a VNNI host
   vnni  ``vpdpbusd`` zmm (AVX-512 VNNI): 64 MACs per instruction, 4 u8 x s8 products summed into
         each s32 lane, no saturation. Where the CPU and numba's target have avx512vnni.
 
-Each thread runs S independent accumulators (S streams of distinct weights, one activation vector)
+Each thread runs S independent accumulators (``STREAMS[path]`` streams of distinct weights, one activation vector)
 for ``reps`` steps; ops = 2 per MAC (multiply + add), as FLOPs count an FMA.
 
 Napkin math: a core with 2 vector-multiply pipes does one avx2 step per cycle: 32 MACs = 64 ops per
@@ -31,10 +31,11 @@ from numba import njit, prange
 import rooflab._numba_env  # noqa: F401
 from rooflab.cpu.machine import LOWPREC_INSTRUCTION
 
-from .asm_loop import STREAMS, accumulate_loop, asm_step, missing  # noqa: F401  (STREAMS: read here by the family)
+from .asm_loop import YMM_STREAMS, ZMM_STREAMS, accumulate_loop, asm_step, missing
 
 BYTES = {"avx2": 32, "vnni": 64}  # activation bytes per step and stream
 LANES = {"avx2": 8, "vnni": 16}  # int32 accumulator lanes per stream
+STREAMS = {"avx2": YMM_STREAMS, "vnni": ZMM_STREAMS}  # accumulators per thread (asm_loop: the napkin)
 INSTRUCTION = {p: LOWPREC_INSTRUCTION[f"int8-{p}"] for p in BYTES}  # as the machine table names it
 _I16x16 = ir.VectorType(ir.IntType(16), 16)
 _I32x8, _I32x16 = ir.VectorType(ir.IntType(32), 8), ir.VectorType(ir.IntType(32), 16)
@@ -54,20 +55,20 @@ _vnni_step = asm_step(
     lambda bl, a, b, acc: [bl.bitcast(a, _I32x16), bl.bitcast(b, _I32x16), acc],
 )  # fmt: skip
 
-_avx2_loop = accumulate_loop(BYTES["avx2"], ir.IntType(32), LANES["avx2"], _avx2_step)
-_vnni_loop = accumulate_loop(BYTES["vnni"], ir.IntType(32), LANES["vnni"], _vnni_step)
+_avx2_loop = accumulate_loop(BYTES["avx2"], ir.IntType(32), LANES["avx2"], _avx2_step, STREAMS["avx2"])
+_vnni_loop = accumulate_loop(BYTES["vnni"], ir.IntType(32), LANES["vnni"], _vnni_step, STREAMS["vnni"])
 
 
 @njit(parallel=True, cache=True)
 def dot_avx2(a, b, out, reps, nthreads):
-    """out[t] = the STREAMS accumulators of thread t after ``reps`` avx2 steps."""
+    """out[t] = the STREAMS["avx2"] accumulators of thread t after ``reps`` avx2 steps."""
     for t in prange(nthreads):
         _avx2_loop(a, b[t], out[t], reps)
 
 
 @njit(parallel=True, cache=True)
 def dot_vnni(a, b, out, reps, nthreads):
-    """out[t] = the STREAMS accumulators of thread t after ``reps`` vpdpbusd steps."""
+    """out[t] = the STREAMS["vnni"] accumulators of thread t after ``reps`` vpdpbusd steps."""
     for t in prange(nthreads):
         _vnni_loop(a, b[t], out[t], reps)
 

@@ -29,18 +29,17 @@ def probe_clock(threads: int, probes: int = PROBES) -> list[float] | None:
     return [float(x) for x in clock_probe.probe_clock(threads, probes=probes)["per_thread_ghz"]]
 
 
-def unit_clock(call, threads: int) -> list[float] | None:
-    """Per-thread clock while ``call``'s unit runs (rooflab.cpu.clock.probe_unit_clock)."""
+def sample_clock(threads: int) -> list[float] | None:
+    """Per-thread clock of one ~0.2 ms chain (rooflab.cpu.clock.chain_clock), None where it cannot run."""
     from . import clock as clock_probe
 
-    if not clock_probe.supported():
-        return None
-    return [float(x) for x in clock_probe.probe_unit_clock(call, threads)["per_thread_ghz"]]
+    return clock_probe.chain_clock(threads) if clock_probe.supported() else None
 
 
 def cpu_backend(probe: bool = True) -> Backend:
-    def timer(call, budget_s, min_samples, flush=None):
-        return time_cpu(call, budget_s=budget_s, min_samples=min_samples, flush=flush).seconds
+    def timer(call, budget_s, min_samples, flush=None, after=None):
+        s = time_cpu(call, budget_s=budget_s, min_samples=min_samples, flush=flush, after=after)
+        return (s.seconds, s.after) if after is not None else s.seconds
 
     def isolate(driver, case, processes):
         return measure_in_processes(driver, case, processes, child="rooflab.cpu.backend")
@@ -51,7 +50,7 @@ def cpu_backend(probe: bool = True) -> Backend:
         calibrate=calibrate,
         threads=use_threads,
         clock=probe_clock if probe else None,
-        unit_clock=unit_clock if probe else None,
+        sample_clock=sample_clock if probe else None,
         isolate=isolate,
     )
 

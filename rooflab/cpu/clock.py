@@ -99,42 +99,31 @@ def probe_clock(threads: int, probes: int = 9, probe_s: float = 0.001) -> dict:
 
 
 UNIT_METHOD = (
-    "the unit's own kernel run for a burst, then a ~0.2 ms dependent-add chain timed on every thread at "
-    "once, best of k (a core keeps the clock of an AVX-512 or AMX licence for ~2 ms after the last heavy "
-    "instruction, so the chain counts the cycles of the clock that unit ran at)"
+    "a ~0.2 ms dependent-add chain timed on every thread right after each sample of the unit's own "
+    "kernel, the median over the samples of the slowest thread (a core keeps the clock of an AVX-512 "
+    "or AMX licence for ~2 ms after the last heavy instruction, so the chain counts the cycles of the "
+    "clock that unit ran at, sample by sample)"
 )
 
 
-def probe_unit_clock(run_unit, threads: int, probes: int = 7, chain_s: float = 2e-4) -> dict:
-    """The running clock while a unit is busy: ``run_unit()`` (one timed call of its peak kernel,
-    milliseconds of FMAs or tile products on every thread) then one short add chain per thread,
-    ``probes`` times; each thread's best chain. On cores whose clock drops under a wide unit (an
-    Intel Xeon under zmm FMAs: 3.4-3.5 GHz against 3.9 scalar; under AMX 3.0-3.2) this is the
-    clock that unit's theoretical rate must use; where nothing drops it equals the scalar clock.
+_CHAIN_BLOCKS: dict[int, int] = {}
 
-    Returns {"per_thread_ghz", "ghz" (the slowest thread's best), "samples", "method"}; the
-    chains are verified like probe_clock's."""
+
+def chain_clock(threads: int, chain_s: float = 2e-4) -> list[float]:
+    """One short dependent-add chain (~``chain_s``) on each of ``threads`` threads at once: each
+    thread's clock in GHz. Run right after a peak kernel's burst (the timer's ``after`` hook), it
+    counts the cycles of the clock that burst's unit ran at (a core keeps an AVX-512 or AMX licence
+    clock for ~2 ms after the last heavy instruction); paired with every sample, a clock that wanders
+    between seconds (a host's turbo under its other tenants' load) is the one each sample ran at."""
     from ..kernels.cpu import clock
 
-    if not clock.PROBES_SUPPORTED:
-        raise RooflabError("the per-thread clock probe needs Linux on x86-64", "the suite then uses the nominal clock")
-    with use_threads(threads):
+    if threads not in _CHAIN_BLOCKS:
         s, e, _, _ = _run(2000, 2, threads)
         ghz_guess = float(np.max(2000 * clock.ADDS_PER_BLOCK / np.maximum(e - s, 1)))
-        blocks = max(200, int(chain_s * ghz_guess * 1e9 / clock.ADDS_PER_BLOCK))
-        rows = []
-        for _ in range(probes):
-            run_unit()
-            s, e, _, _ = _run(blocks, 1, threads)
-            rows.append(blocks * clock.ADDS_PER_BLOCK / np.maximum(e[:, 0] - s[:, 0], 1))
-    ghz = np.array(rows).T  # [thread][probe]
-    best = ghz.max(axis=1)
-    return {
-        "per_thread_ghz": [float(g) for g in best],
-        "ghz": float(best.min()),
-        "samples": ghz.round(4).tolist(),
-        "method": UNIT_METHOD,
-    }
+        _CHAIN_BLOCKS[threads] = max(200, int(chain_s * ghz_guess * 1e9 / clock.ADDS_PER_BLOCK))
+    blocks = _CHAIN_BLOCKS[threads]
+    s, e, _, _ = _run(blocks, 1, threads)
+    return [float(g) for g in blocks * clock.ADDS_PER_BLOCK / np.maximum(e[:, 0] - s[:, 0], 1)]
 
 
 def contended(probe: dict, drop: float = 0.85) -> list[int]:

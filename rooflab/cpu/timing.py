@@ -1,7 +1,9 @@
 """The CPU timer: ``time.perf_counter_ns`` around each call, warm-up, a time budget and a minimum
 sample count, every sample kept; ``calibrate`` picks a repetition count so one sample lasts
 ``target_s`` (perf_counter_ns ticks in ~20-50 ns here: a sample should be milliseconds).
-An optional ``flush`` runs before each sample, outside the timed region (cold-cache timings).
+An optional ``flush`` runs before each sample, outside the timed region (cold-cache timings); an
+optional ``after`` runs right after each sample, also untimed, and what it returns is kept per sample
+(``Samples.after``: the clock a peak kernel's unit ran at, probed right after each burst).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ def time_cpu(
     max_samples: int = 10_000,
     warmup: int = 1,
     flush: Callable[[], object] | None = None,
+    after: Callable[[], object] | None = None,
 ) -> Samples:
     """Call ``fn`` ``warmup`` times untimed, then time single calls until ``budget_s`` has
     passed and at least ``min_samples`` were taken."""
@@ -37,6 +40,8 @@ def time_cpu(
         fn()
         t1 = clock()
         out.seconds.append((t1 - t0) * 1e-9)
+        if after is not None:
+            out.after.append(after())
         if len(out.seconds) >= min_samples and t1 >= deadline:
             break
     return out

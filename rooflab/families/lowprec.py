@@ -28,6 +28,8 @@ from ..threads import resolve_threads
 from ..work import Work
 
 UNITS = ("int8-avx2", "int8-vnni", "bf16-avx512", "w4-dequant-fma")
+# each unit's compiled kernel (rooflab/compile_ahead.py checks numba's cache of these)
+KERNELS = {"int8-avx2": K.dot_avx2, "int8-vnni": K.dot_vnni, "bf16-avx512": B.dot_bf16, "w4-dequant-fma": WQ.gemv_rows}
 W4_ROWS, W4_K = 512, 1024  # per thread: 256 KiB of 4-bit codes + 64 KiB of scales, L2-resident
 
 
@@ -77,8 +79,8 @@ def _int8_inputs(path):
         rng = np.random.default_rng(seed)
         nb = K.BYTES[path]
         a = rng.integers(0, 256, nb, dtype=np.uint8)
-        b = rng.integers(-128, 128, (int(n), K.STREAMS, nb), dtype=np.int8)
-        return a, b, np.zeros((int(n), K.STREAMS, K.LANES[path]), np.int32)
+        b = rng.integers(-128, 128, (int(n), K.STREAMS[path], nb), dtype=np.int8)
+        return a, b, np.zeros((int(n), K.STREAMS[path], K.LANES[path]), np.int32)
 
     return inputs
 
@@ -107,17 +109,17 @@ def _work(a, b, out, reps=1, **_):
     return Work(flops=2.0 * a.size * b.shape[0] * b.shape[1] * int(reps))
 
 
-for _unit, _fn, _inputs, _ref in (
-    ("int8-avx2", K.dot_avx2, _int8_inputs("avx2"), lambda a, b, out, reps=1, **_: K.reference("avx2", a, b, reps)),
-    ("int8-vnni", K.dot_vnni, _int8_inputs("vnni"), lambda a, b, out, reps=1, **_: K.reference("vnni", a, b, reps)),
-    ("bf16-avx512", B.dot_bf16, _bf16_inputs, lambda a, b, out, reps=1, **_: B.reference(a, b, reps)),
-):
+for _unit, _fn, _inputs, _ref, _streams in (
+    ("int8-avx2", K.dot_avx2, _int8_inputs("avx2"), lambda a, b, out, reps=1, **_: K.reference("avx2", a, b, reps), K.STREAMS["avx2"]),
+    ("int8-vnni", K.dot_vnni, _int8_inputs("vnni"), lambda a, b, out, reps=1, **_: K.reference("vnni", a, b, reps), K.STREAMS["vnni"]),
+    ("bf16-avx512", B.dot_bf16, _bf16_inputs, lambda a, b, out, reps=1, **_: B.reference(a, b, reps), B.STREAMS),
+):  # fmt: skip
     register(
         Variant(
             name=f"cpu.lowprec.{_unit}",
             family="lowprec",
             device="cpu",
-            description=f"{_unit} dot products, {K.STREAMS} accumulators per thread",
+            description=f"{_unit} dot products, {_streams} accumulators per thread",
             kernel=_kernel(_fn),
             reference=_ref,
             work=_work,
