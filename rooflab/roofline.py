@@ -252,9 +252,9 @@ def cid(c: dict) -> tuple:
 
 
 def _key_but_threads(c: dict) -> tuple:
-    # an INT8 peak's kernel is its instruction (two paths, one dtype); an FMA peak's (K, S) may differ
-    # between thread counts
-    per_kernel = c["kind"] == "bandwidth" or c.get("dtype") == "int8"
+    # a low-precision peak's kernel is its instruction (INT8 and BF16 have two paths each: AVX2 or
+    # VNNI and AMX, AVX-512 and AMX); an FMA peak's (K, S) may differ between thread counts
+    per_kernel = c["kind"] == "bandwidth" or c.get("dtype") in ("int8", "bfloat16", "float16")
     return c["kind"], c.get("level"), c.get("dtype"), c.get("kernel") if per_kernel else None
 
 

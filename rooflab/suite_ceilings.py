@@ -347,7 +347,7 @@ def peak_notes(ceilings: list[dict], cpu: dict) -> list[str]:
     return notes
 
 
-_LOWPREC_LABEL = {"int8": "INT8", "bfloat16": "BF16", "w4": "W4 dequantize-and-FMA"}
+_LOWPREC_LABEL = {"int8": "INT8", "bfloat16": "BF16", "float16": "FP16", "w4": "W4 dequantize-and-FMA"}
 
 
 def lowprec_ceilings(recs: list[dict], cpu: dict) -> list[dict]:

@@ -228,8 +228,12 @@ def test_the_low_precision_units_follow_the_flags(machine):
 
     m, cpu = machine
     flags = m["cpuinfo"]["flags"].split()
-    p = available(",".join(f"+{f.replace('_', '')}" for f in flags), cpu["arch"])
+    llvm = [f.replace("_", "-") if f.startswith("amx") else f.replace("_", "") for f in flags]  # LLVM's names
+    p = available(",".join(f"+{f}" for f in llvm), cpu["arch"])
     assert (p["int8-avx2"] is None) == ("avx2" in flags and cpu["arch"] == "x86_64")
     assert (p["int8-vnni"] is None) == ("avx512_vnni" in flags or "avx512vnni" in flags)
     assert (p["bf16-avx512"] is None) == ("avx512_bf16" in flags)
+    assert (p["fp16-avx512"] is None) == ("avx512_fp16" in flags)
+    for kind in ("bf16", "int8"):  # a described machine: its flags decide (this host's permission is not asked)
+        assert (p[f"amx-{kind}"] is None) == ("amx_tile" in flags and f"amx_{kind}" in flags)
     assert all(why is None or why for why in p.values())  # a missing unit always says why

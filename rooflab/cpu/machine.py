@@ -560,16 +560,30 @@ LOWPREC_PER_CYCLE = {
     "int8-avx2": {"zen": 32, "*": 64},
     "int8-vnni": {"goldencove-server": 256, "icelake-server": 256, "skylake-server": 256, "zen5": 256, "*": 128},
     "bf16-avx512": {"zen4": 64, "zen5-mobile": 64, "zen5": 128, "goldencove-server": 32},
+    # 2 FMA ports x 32 fp16 lanes x 2 (Sapphire Rapids and later: the only cores with AVX-512 FP16)
+    "fp16-avx512": {"goldencove-server": 128, "*": 128},
+    # Intel's figures: one 16x16x32 (bf16) or 16x16x64 (int8) tile product per 16 cycles per core
+    "amx-bf16": {"*": 1024},
+    "amx-int8": {"*": 2048},
 }
 LOWPREC_INSTRUCTION = {
     "int8-avx2": "vpmaddubsw+vpmaddwd ymm",
     "int8-vnni": "vpdpbusd zmm",
     "bf16-avx512": "vdpbf16ps zmm",
+    "fp16-avx512": "vfmadd231ph zmm",
+    "amx-bf16": "tdpbf16ps AMX tiles",
+    "amx-int8": "tdpbssd AMX tiles",
     "w4-dequant-fma": "4-bit codes widened (zext, cvt) + fp32 FMA",
 }
-LOWPREC_UNIT = {"int8-avx2": "GOPS", "int8-vnni": "GOPS", "bf16-avx512": "GFLOP/s", "w4-dequant-fma": "GFLOP/s"}
+LOWPREC_UNIT = {
+    "int8-avx2": "GOPS", "int8-vnni": "GOPS", "bf16-avx512": "GFLOP/s", "fp16-avx512": "GFLOP/s",
+    "amx-bf16": "GFLOP/s", "amx-int8": "GOPS", "w4-dequant-fma": "GFLOP/s",
+}  # fmt: skip
 # the roofline dtype each low-precision ceiling is filed under (Roofline.peak(dtype))
-LOWPREC_DTYPE = {"int8-avx2": "int8", "int8-vnni": "int8", "bf16-avx512": "bfloat16", "w4-dequant-fma": "w4"}
+LOWPREC_DTYPE = {
+    "int8-avx2": "int8", "int8-vnni": "int8", "bf16-avx512": "bfloat16", "fp16-avx512": "float16",
+    "amx-bf16": "bfloat16", "amx-int8": "int8", "w4-dequant-fma": "w4",
+}  # fmt: skip
 
 
 def lowprec_per_cycle(unit: str, units: dict) -> tuple[int | None, bool]:
@@ -587,7 +601,11 @@ def lowprec_peak(unit: str, cores: int, ghz: float | None, units: dict) -> dict 
     if not per or not ghz:
         return None
     value = cores * ghz * per
-    what = "int8 ops" if unit.startswith("int8") else "bf16 FLOP"
+    what = (
+        "int8 ops"
+        if LOWPREC_DTYPE[unit] == "int8"
+        else f"{LOWPREC_DTYPE[unit].replace('float', 'fp').replace('bfloat', 'bf')} FLOP"
+    )
     return {
         "value": value,
         "per_cycle_per_core": per,

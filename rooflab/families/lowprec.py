@@ -1,7 +1,9 @@
 """Family `lowprec`: the low-precision dot peaks, one variant per unit (rooflab/cpu/machine.py
 LOWPREC_PER_CYCLE): INT8 u8 x s8 -> s32 on the AVX2 sequence (``int8-avx2``, kernels/cpu/int8.py)
 and on vpdpbusd zmm (``int8-vnni``), BF16 pairs -> fp32 on vdpbf16ps zmm (``bf16-avx512``,
-kernels/cpu/bf16.py).
+kernels/cpu/bf16.py), FP16 FMAs on vfmadd231ph zmm (``fp16-avx512``, kernels/cpu/fp16.py), and the
+AMX tile products tdpbf16ps (``amx-bf16``) and tdpbssd (``amx-int8``, kernels/cpu/amx.py), which
+also need Linux's permission for the tile state (asked once per process; refused: skipped, said).
 
 A peak has no library variant 0: like the FMA peak it is the instruction's own rate, judged against
 its theoretical rate per cycle at the clock the unit ran at. ``available()`` says which units this
@@ -20,16 +22,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels.cpu import amx as X
 from ..kernels.cpu import bf16 as B
+from ..kernels.cpu import fp16 as H
 from ..kernels.cpu import int8 as K
 from ..kernels.cpu import qgemm_w as WQ
 from ..registry import Variant, register
 from ..threads import resolve_threads
 from ..work import Work
 
-UNITS = ("int8-avx2", "int8-vnni", "bf16-avx512", "w4-dequant-fma")
+UNITS = ("int8-avx2", "int8-vnni", "bf16-avx512", "fp16-avx512", "amx-bf16", "amx-int8", "w4-dequant-fma")
 # each unit's compiled kernel (rooflab/compile_ahead.py checks numba's cache of these)
-KERNELS = {"int8-avx2": K.dot_avx2, "int8-vnni": K.dot_vnni, "bf16-avx512": B.dot_bf16, "w4-dequant-fma": WQ.gemv_rows}
+KERNELS = {
+    "int8-avx2": K.dot_avx2, "int8-vnni": K.dot_vnni, "bf16-avx512": B.dot_bf16, "fp16-avx512": H.fma_fp16,
+    "amx-bf16": X.tiles_bf16, "amx-int8": X.tiles_int8, "w4-dequant-fma": WQ.gemv_rows,
+}  # fmt: skip
 W4_ROWS, W4_K = 512, 1024  # per thread: 256 KiB of 4-bit codes + 64 KiB of scales, L2-resident
 
 
@@ -40,6 +47,9 @@ def available(features: str | None = None, arch: str | None = None) -> dict[str,
         "int8-avx2": int8["avx2"],
         "int8-vnni": int8["vnni"],
         "bf16-avx512": B.available(features, arch),
+        "fp16-avx512": H.available(features, arch),
+        "amx-bf16": X.available("bf16", features, arch),
+        "amx-int8": X.available("int8", features, arch),
         "w4-dequant-fma": None,  # plain vector IR: every CPU
     }
 
@@ -93,6 +103,44 @@ def _bf16_inputs(n=1, dtype=None, seed=0, **_):
     return a, b, np.zeros((int(n), B.STREAMS, B.LANES), np.float32)
 
 
+def _fp16_inputs(n=1, dtype=None, seed=0, **_):
+    """Small integers (exact in fp16) as fp16 bit patterns; the accumulators' 512-bit registers."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-3, 4, H.HALVES).astype(np.float16).view(np.uint16)
+    b = rng.integers(-3, 4, (int(n), H.STREAMS, H.HALVES)).astype(np.float16).view(np.uint16)
+    return a, b, np.zeros((int(n), H.STREAMS, 16), np.float32)
+
+
+def _fp16_kernel(a, b, out, reps=1, threads=None):
+    nthreads = resolve_threads(threads)
+    if b.shape[0] != nthreads:
+        raise ValueError(f"{b.shape[0]} weight rows for {nthreads} threads")
+    H.fma_fp16(a, b, out, int(reps), nthreads)
+    return H.results(out)
+
+
+def _amx(kind):
+    fn = X.tiles_bf16 if kind == "bf16" else X.tiles_int8
+
+    def kernel(cfg, a, b, out, reps=1, threads=None):
+        nthreads = resolve_threads(threads)
+        if a.shape[0] != nthreads:
+            raise ValueError(f"{a.shape[0]} tile sets for {nthreads} threads")
+        fn(cfg, a, b, out, int(reps), nthreads)
+        return out
+
+    def work(cfg, a, b, out, reps=1, **_):
+        return Work(flops=float(X.OPS_PER_PRODUCT[kind] * X.PRODUCTS_PER_REP * a.shape[0] * int(reps)))
+
+    def inputs(n=1, dtype=None, seed=0, **_):
+        return X.inputs(kind, int(n), seed)
+
+    def reference(cfg, a, b, out, reps=1, **_):
+        return X.reference(kind, a, b, reps)
+
+    return kernel, work, inputs, reference
+
+
 def _kernel(fn):
     def kernel(a, b, out, reps=1, threads=None):
         nthreads = resolve_threads(threads)
@@ -113,6 +161,7 @@ for _unit, _fn, _inputs, _ref, _streams in (
     ("int8-avx2", K.dot_avx2, _int8_inputs("avx2"), lambda a, b, out, reps=1, **_: K.reference("avx2", a, b, reps), K.STREAMS["avx2"]),
     ("int8-vnni", K.dot_vnni, _int8_inputs("vnni"), lambda a, b, out, reps=1, **_: K.reference("vnni", a, b, reps), K.STREAMS["vnni"]),
     ("bf16-avx512", B.dot_bf16, _bf16_inputs, lambda a, b, out, reps=1, **_: B.reference(a, b, reps), B.STREAMS),
+    ("fp16-avx512", None, _fp16_inputs, lambda a, b, out, reps=1, **_: H.reference(a, b, reps), H.STREAMS),
 ):  # fmt: skip
     register(
         Variant(
@@ -120,10 +169,24 @@ for _unit, _fn, _inputs, _ref, _streams in (
             family="lowprec",
             device="cpu",
             description=f"{_unit} dot products, {_streams} accumulators per thread",
-            kernel=_kernel(_fn),
+            kernel=_kernel(_fn) if _fn is not None else _fp16_kernel,
             reference=_ref,
             work=_work,
             inputs=_inputs,
+        )
+    )
+for _kind in ("bf16", "int8"):
+    _k, _w, _i, _r = _amx(_kind)
+    register(
+        Variant(
+            name=f"cpu.lowprec.amx-{_kind}",
+            family="lowprec",
+            device="cpu",
+            description=f"AMX {X.INSTRUCTION[_kind]} tile products, 4 per step into one accumulator tile per thread",
+            kernel=_k,
+            reference=_r,
+            work=_w,
+            inputs=_i,
         )
     )
 register(
