@@ -30,6 +30,9 @@ class Backend:
     # ``after=`` and runs it right after every sample of a case with ``timing: {"unit_clock": True}``:
     # the clock a peak kernel's unit (its AVX-512 or AMX licence) ran at, sample by sample
     sample_clock: Callable | None = None
+    # the calibration's last call is the call then timed (same inputs, same reps): the timer takes
+    # ``warmup=0`` for a calibrated case's first attempt (a 256 MiB pointer chase: 0.5 s a call)
+    calibrated_is_warm: bool = False
     after_verify: Callable | None = None  # extra fields from the inputs after a run (GPU SM clock)
     # isolate(driver, case, processes) -> Record: a case whose figure is drawn once per process
     # (``timing: {"processes": N}``), measured in N fresh interpreters; None: measured in this one

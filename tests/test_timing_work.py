@@ -80,3 +80,29 @@ def test_work_and_throughput():
     assert w.scaled(2).flops == 4e9
     with pytest.raises(ValueError):
         throughput(w, 0)
+
+
+def test_a_calibrated_case_is_not_warmed_twice():
+    """The calibration's last call is the timed call (same inputs, same reps): a 256 MiB pointer
+    chase (0.5 s a call) pays no extra warm-up call; a case given its reps still gets one."""
+    import dataclasses
+
+    import rooflab
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
+
+    v = rooflab.get_variant("cpu.stream.triad")
+    calls = []
+
+    def counted(*a, **k):
+        calls.append(k.get("reps"))
+        return v.kernel(*a, **k)
+
+    w = dataclasses.replace(v, kernel=counted)
+    d = Driver(cpu_backend(probe=False), Settings(budget_s=0.0, min_samples=3, max_attempts=1, target_s=0.0))
+    rec = d.measure(w, v.inputs(4096), threads=1)
+    assert rec.status == "ok" and len(rec.samples_s) == 3
+    assert len(calls) == 1 + 1 + 3  # verify, the calibration's one call (target 0), the samples
+    calls.clear()
+    d.measure(w, v.inputs(4096), threads=1, reps=2)
+    assert len(calls) == 1 + 1 + 3  # verify, a warm-up, the samples

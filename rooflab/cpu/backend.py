@@ -37,8 +37,8 @@ def sample_clock(threads: int) -> list[float] | None:
 
 
 def cpu_backend(probe: bool = True) -> Backend:
-    def timer(call, budget_s, min_samples, flush=None, after=None):
-        s = time_cpu(call, budget_s=budget_s, min_samples=min_samples, flush=flush, after=after)
+    def timer(call, budget_s, min_samples, flush=None, after=None, warmup=1):
+        s = time_cpu(call, budget_s=budget_s, min_samples=min_samples, flush=flush, after=after, warmup=warmup)
         return (s.seconds, s.after) if after is not None else s.seconds
 
     def isolate(driver, case, processes):
@@ -51,6 +51,7 @@ def cpu_backend(probe: bool = True) -> Backend:
         threads=use_threads,
         clock=probe_clock if probe else None,
         sample_clock=sample_clock if probe else None,
+        calibrated_is_warm=True,  # rooflab.cpu.timing.calibrate returns the reps of its last call
         isolate=isolate,
     )
 

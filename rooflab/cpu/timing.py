@@ -48,7 +48,8 @@ def time_cpu(
 
 
 def calibrate(make_call: Callable[[int], Callable[[], object]], target_s: float, max_reps: int = 1 << 40) -> int:
-    """Smallest power-of-two-ish repetition count whose call takes about ``target_s``."""
+    """Smallest power-of-two-ish repetition count whose call takes about ``target_s``: always the
+    count of the call it ran last (so that call warmed what the timer then runs)."""
     reps = 1
     while True:
         call = make_call(reps)
