@@ -6,7 +6,9 @@ Two ops (``% of library`` compares within each):
   qgemm_int8   C (int32) = (A - za) @ B: A uint8 (M x K, activation zero point za), B int8 (K x N,
                symmetric). 00 = onnxruntime ``MatMulInteger`` (B a constant: MLAS prepacks it);
                01 = kernels/cpu/qgemm_i8.py (vpdpbusd, or the AVX2 pmaddubsw sequence), B packed
-               once per weight array as MLAS does. Verified exactly against an int64 product.
+               once per weight array as MLAS does; 02 = kernels/cpu/amx_gemm.py (AMX tdpbusd tile
+               products, where the CPU has AMX INT8 and Linux grants the tile state). Verified
+               exactly against an int64 product.
   qgemm_nbits  Y (fp32) = A @ dequant(W)^T, weight-only 4- or 8-bit (``bits`` in the shape), block 32,
                symmetric, in ``MatMulNBits``'s layout (``quantize`` below). 00 = onnxruntime
                ``MatMulNBits`` (accuracy level 0: fp32 compute); 01 = kernels/cpu/qgemm_w.py
@@ -41,6 +43,8 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import RooflabError
+from ..kernels.cpu import amx as AMX
+from ..kernels.cpu import amx_gemm as AG
 from ..kernels.cpu import qgemm_i8 as I8
 from ..kernels.cpu import qgemm_w as WQ
 from ..kernels.cpu import qgemm_w4a8 as W4A8
@@ -292,6 +296,10 @@ def matmulnbits_model(packed: np.ndarray, scales: np.ndarray, accuracy_level: in
 _int8_session = _PerWeight(lambda B, za, threads: _session(matmulinteger_model(B, za), threads))
 _nbits_session = _PerWeight(lambda P, S, threads: _session(matmulnbits_model(P, S), threads))
 _int8_packed = _PerWeight(lambda B, za: I8.pack(B, za))
+# the AMX tiles of B and the zero point's column term -za * colsum(B), once per weight
+_amx_packed = _PerWeight(
+    lambda B, za: (AG.pack_weights(B, "int8"), (-int(za) * B.astype(np.int64).sum(axis=0)).astype(np.int32))
+)
 _a8_session = _PerWeight(lambda P, S, threads: _session(matmulnbits_model(P, S, accuracy_level=4), threads))
 
 
@@ -312,6 +320,18 @@ def _own_int8(A, B, za, reps=1, threads=None):
     C = np.empty((A.shape[0], B.shape[1]), np.int32)
     for _ in range(int(reps)):
         I8.gemm_u8s8(A, z, Bp, corr, B.shape[1], C, threads=resolve_threads(threads))
+    return C
+
+
+def _amx_int8(A, B, za, reps=1, threads=None):
+    z = _check_int8("cpu.qgemm.02-amx-tdpbusd", A, B, za)
+    why = AMX.available("int8")
+    if why:
+        raise RooflabError(f"cpu.qgemm.02-amx-tdpbusd: {why}")
+    Bp, corr = _amx_packed(B, z)
+    C = np.empty((A.shape[0], B.shape[1]), np.int32)
+    for _ in range(int(reps)):  # the zero point's term is where the tiles start
+        AG.matmul(A, Bp, B.shape[1], "int8", threads=resolve_threads(threads), out=C, init=corr)
     return C
 
 
@@ -380,6 +400,13 @@ for _name, _num, _kernel, _desc, _kw in (
         f"packed panels, {I8.MR}x{I8.NR} int32 register tile, {DOT_PATH} dot steps, zero point by column sums",
         _INT8,
     ),
+    (
+        "02-amx-tdpbusd",
+        2,
+        _amx_int8,
+        "AMX tdpbusd tile products, 32x32 blocks of four accumulator tiles, B tiles packed once, L2-blocked",
+        _INT8,
+    ),
     ("00-ort-matmulnbits", 0, _ort_nbits, "onnxruntime MatMulNBits (MLAS, accuracy level 0: fp32)", _NBITS),
     (
         "01-dequant-in-registers",
@@ -443,7 +470,7 @@ def cases(quick: bool = False, threads: list[int] | None = None, device: str = "
     for name, s, in_quick in INT8_SHAPES:
         if quick and not in_quick:
             continue
-        for v in ("00-ort-matmulinteger", "01-packed-dpbusd"):
+        for v in ("00-ort-matmulinteger", "01-packed-dpbusd", *(() if AMX.available("int8") else ("02-amx-tdpbusd",))):
             out += [_case(v, s, "uint8", t, name, "int8 x int8") for t in threads]
     for name, s, in_quick in NBITS_SHAPES:
         if quick and not in_quick:

@@ -1,0 +1,169 @@
+"""Family `bgemm`: the BF16 rungs of the GEMM ladder, C (fp32, M x N) = A (bf16, M x K) @ B (bf16, K x N),
+fp32 accumulation, on the units a CPU has for it.
+
+Variant 0 is the library, whichever is installed: torch's ``matmul`` on bfloat16 tensors
+(``00-torch-bf16``: oneDNN, which runs AMX where the CPU has it), else numpy's FP32 BLAS on the same
+values (``00-numpy-fp32``, labelled as such: a BLAS with no bf16 path, so "% of library" then says
+how the bf16 units compare with the FP32 ones). 01 = kernels/cpu/amx_gemm.py (AMX tdpbf16ps tile
+products), where the CPU has AMX BF16 and Linux grants the tile state.
+
+Inputs: A and B drawn as small integers in [-3, 3] times powers of two (exact in bf16), so every
+product and every fp32 partial sum of K <= 2^16 terms is exact: the result is checked exactly
+against the float64 product (a dropped term, a misread layout or a lost tile changes it), with the
+``float32`` tolerance only as the comparison's floor. Data are bf16 bit patterns (uint16): numba and
+numpy have no bfloat16 type; torch's variant views them as torch.bfloat16.
+
+Work: 2 M N K FLOPs over 2 (M K + K N) bytes read and 4 M N written.
+
+Napkin (1 core at 3 GHz): AMX 1024 bf16 FLOP/cycle = 3.1 TFLOP/s (Intel's figure; measured
+here nearer 0.75 of it, ``rooflab run`` prints this machine's), the 2048^3 product 17.2 GFLOP in
+5.6 ms at that rate; FP32 FMA zmm 64 FLOP/cycle = 192 GFLOP/s, 90 ms.
+
+Run: ``rooflab run --suite bgemm``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import RooflabError
+from ..kernels.cpu import amx as AMX
+from ..kernels.cpu import amx_gemm as AG
+from ..kernels.cpu.bf16 import from_bf16, to_bf16
+from ..registry import Case, Variant, register
+from ..threads import resolve_threads, use_threads
+from ..work import Work
+
+FAMILY = "bgemm"
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def inputs(size, dtype=None, seed: int = 0, **_) -> tuple:
+    s = dict(size) if isinstance(size, dict) else {"M": int(size), "N": int(size), "K": int(size)}
+    rng = np.random.default_rng(seed)
+
+    def values(shape):  # small integers x 2^e: exact in bf16, products and sums exact in fp32
+        return (rng.integers(-3, 4, shape) * np.exp2(rng.integers(-2, 3, shape))).astype(np.float32)
+
+    return to_bf16(values((s["M"], s["K"]))), to_bf16(values((s["K"], s["N"])))
+
+
+def reference(A, B, **_) -> np.ndarray:
+    return from_bf16(A).astype(np.float64) @ from_bf16(B).astype(np.float64)
+
+
+def work(A, B, reps=1, **_) -> Work:
+    M, K = A.shape
+    N = B.shape[1]
+    return Work(flops=2.0 * M * N * K, bytes_read=2 * (M * K + K * N), bytes_written=4 * M * N).scaled(reps)
+
+
+def _check(name, A, B):
+    for what, x in (("A", A), ("B", B)):
+        if not isinstance(x, np.ndarray) or x.dtype != np.uint16 or x.ndim != 2:
+            raise RooflabError(f"{name}: {what} must be a 2-D array of bf16 bit patterns (uint16)")
+    if A.shape[1] != B.shape[0]:
+        raise RooflabError(f"{name}: inner dimensions differ: A is {A.shape}, B is {B.shape}")
+
+
+def _torch_bf16(A, B, reps=1, threads=None):
+    torch = _torch()
+    _check("cpu.bgemm.00-torch-bf16", A, B)
+    n = resolve_threads(threads)
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        a = torch.from_numpy(A.view(np.int16)).view(torch.bfloat16)
+        b = torch.from_numpy(B.view(np.int16)).view(torch.bfloat16)
+        for _ in range(int(reps)):
+            c = torch.matmul(a, b)  # bf16 out, as torch gives it (its accumulation is fp32)
+        return c.float().numpy()
+    finally:
+        torch.set_num_threads(before)
+
+
+def _numpy_fp32(A, B, reps=1, threads=None):
+    _check("cpu.bgemm.00-numpy-fp32", A, B)
+    a, b = from_bf16(A), from_bf16(B)
+    with use_threads(resolve_threads(threads)):
+        for _ in range(int(reps)):
+            c = a @ b
+    return c
+
+
+_weights: dict = {}  # id(B) -> (B, packed tiles): packed once per weight matrix
+
+
+def _amx_bf16(A, B, reps=1, threads=None):
+    _check("cpu.bgemm.01-amx-tdpbf16ps", A, B)
+    why = AMX.available("bf16")
+    if why:
+        raise RooflabError(f"cpu.bgemm.01-amx-tdpbf16ps: {why}")
+    hit = _weights.get(id(B))
+    if hit is None or hit[0] is not B:
+        _weights.clear()
+        hit = _weights[id(B)] = (B, AG.pack_weights(B, "bf16"))
+    C = np.empty((A.shape[0], B.shape[1]), np.float32)
+    for _ in range(int(reps)):
+        AG.matmul(A, hit[1], B.shape[1], "bf16", threads=resolve_threads(threads), out=C)
+    return C
+
+
+def library() -> str:
+    """The variant 0 registered here: torch's bf16 matmul when torch imports, else numpy FP32."""
+    return "00-torch-bf16" if _torch() is not None else "00-numpy-fp32"
+
+
+_COMMON = dict(family=FAMILY, device="cpu", reference=reference, work=work, inputs=inputs, roles=("threaded",))
+if library() == "00-torch-bf16":
+    register(Variant(name=f"cpu.{FAMILY}.00-torch-bf16", number=0, kernel=_torch_bf16,
+                     description="torch.matmul on bfloat16 (oneDNN: AMX where the CPU has it)", result_dtype=lambda *a, **k: "bfloat16", **_COMMON))  # fmt: skip
+else:
+    register(Variant(name=f"cpu.{FAMILY}.00-numpy-fp32", number=0, kernel=_numpy_fp32,
+                     description="numpy FP32 BLAS on the same bf16 values (torch is not installed: no bf16 library here)", **_COMMON))  # fmt: skip
+register(
+    Variant(
+        name=f"cpu.{FAMILY}.01-amx-tdpbf16ps",
+        number=1,
+        kernel=_amx_bf16,
+        description="AMX tdpbf16ps tile products, 32x32 blocks of four fp32 accumulator tiles, B tiles packed once, L2-blocked",
+        **_COMMON,
+    )
+)
+
+SHAPES = (
+    ("square 256", {"M": 256, "N": 256, "K": 256}, True),
+    ("square 1024", {"M": 1024, "N": 1024, "K": 1024}, True),
+    ("square 2048", {"M": 2048, "N": 2048, "K": 2048}, True),
+    ("bert-base s128 FFN1", {"M": 128, "N": 3072, "K": 768}, False),
+)
+
+
+def cases(quick: bool = False, threads: list[int] | None = None, device: str = "cpu") -> list[Case]:
+    """Variant 0 and, where this CPU runs it, the AMX rung, at every shape and thread count."""
+    threads = sorted(set(threads or [1]))
+    names = [library(), *(() if AMX.available("bf16") else ("01-amx-tdpbf16ps",))]
+    out = []
+    for label, s, in_quick in SHAPES:
+        if quick and not in_quick:
+            continue
+        for v in names:
+            for t in threads:
+                out.append(
+                    Case(
+                        variant=f"cpu.{FAMILY}.{v}",
+                        size=dict(s),
+                        dtype="uint16",
+                        threads=t,
+                        label=f"cpu.{FAMILY}.{v} bf16 {s['M']}x{s['N']}x{s['K']} ({label})",
+                        meta={"shape": dict(s), "shape_label": label},
+                    )
+                )
+    return out
