@@ -75,10 +75,10 @@ def _build_dot(unit, threads):
 
 
 class LowPrecPeakCPU:
-    """INT8 (GOPS) and BF16 (GFLOP/s) dot peaks; skipped (NotImplementedError in setup) for a unit
-    this CPU cannot run."""
+    """INT8 (GOPS), BF16 and FP16 (GFLOP/s) dot and tile peaks; skipped (NotImplementedError in setup)
+    for a unit this CPU cannot run (AMX: also where Linux refuses the tile state)."""
 
-    params = (["int8-avx2", "int8-vnni", "bf16-avx512"], thread_counts())
+    params = (bench_params("lowprec_units", ["int8-avx2", "int8-vnni", "bf16-avx512"]), thread_counts())
     param_names = ["unit", "threads"]
     timeout = 300
 
@@ -96,7 +96,7 @@ class LowPrecPeakCPU:
         t = median_seconds(lambda: self.v.kernel(*self.inputs, reps=self.reps, threads=threads))
         return round(self.v.work(*self.inputs, reps=self.reps).flops / t / 1e9, 4)
 
-    track_gops.unit = "GOPS (INT8) or GFLOP/s (BF16)"
+    track_gops.unit = "GOPS (INT8) or GFLOP/s (BF16, FP16)"
     track_gops.higher_is_better = True
 
 

@@ -30,4 +30,6 @@ BENCH_PARAMS = {
     ],
     # the suite's two intensity-sweep configurations (suite_ceilings.intensity_configs, in order)
     "intensity_configs": ["1-stream-L1-blocks", "8-streams-L2-blocks"],
+    # the low-precision peaks (rooflab.families.lowprec), appended as units were added
+    "lowprec_units": ["int8-avx2", "int8-vnni", "bf16-avx512", "fp16-avx512", "amx-bf16", "amx-int8"],
 }

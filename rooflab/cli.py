@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--quick",
         action="store_true",
-        help="2 passes, smaller sweeps: about 70 s on an idle 2-core VM (a full run: about 9 min)",
+        help="2 passes, smaller sweeps: about 60-100 s on an idle 2-core VM (a full run: about 9 min)",
     )
     r.add_argument("--threads", type=int, default=None, help="threads for the all-core figures (default: all cores)")
     r.add_argument("--out", default="results", help="results directory (default: results/)")

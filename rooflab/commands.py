@@ -26,15 +26,16 @@ def _console():
 
 
 def _lowprec_rows(table, cpu: dict) -> None:
-    """The low-precision dot units (INT8, BF16): a theoretical row per unit this CPU runs (its own
-    unit in the GFLOP/s column), a row saying why for each unit it cannot run or whose rate is not known."""
-    from .cpu.machine import LOWPREC_INSTRUCTION, lowprec_peak
+    """The low-precision units (INT8, BF16, FP16, AMX tiles): a theoretical row per unit this CPU runs
+    (its own unit in the GFLOP/s column), a row saying why for each unit it cannot run or whose rate
+    is not known."""
+    from .cpu.machine import LOWPREC_DTYPE, LOWPREC_INSTRUCTION, lowprec_peak
     from .families import lowprec
 
     ghz = cpu["theoretical"].get("clock_ghz")
     cores = cpu["physical_cores"]
     for unit, why in lowprec.available().items():
-        dtype = unit.split("-")[0]
+        dtype = LOWPREC_DTYPE[unit]
         if why:
             table.add_row(dtype, "-", "-", f"{LOWPREC_INSTRUCTION[unit]}: skipped ({why})")
             continue

@@ -15,7 +15,10 @@ uses both sources, and says which it had:
   floor   FLOOR: even a quiet L1 or FMA figure moves by 1-3 % between consecutive quick runs here
           (the clock, page placement, a neighbour): five quick runs on the Zen 4 VM, 2026-12-05.
 
-  interval = value x [1 - h, 1 + h],  h = max(run half-width, history's prediction, FLOOR)
+  interval = value x [1 / (1 + h), 1 + h],  h = max(run half-width, history's prediction, FLOOR)
+
+(symmetric on the log scale the prediction is made on: a wide interval, as a busy host's gives, never
+reaches down to 0 or below; for a narrow one 1 / (1 + h) is 1 - h to within h^2).
 
 With fewer than 2 earlier runs the interval is the run's own spread or the floor and says so
 (``how``): it grows truthful as the folder fills. ``compare`` and the end-of-run consistency line call a move inside the earlier
@@ -68,7 +71,7 @@ def set_intervals(ceilings: list[dict], earlier: list[dict]) -> None:
             pred = T95[min(n - 2, len(T95) - 1)] * stdev(logs) * math.sqrt(1 + 1 / n)
             h = max(h, math.expm1(pred))
             how = f"this run's spread and a 95 % prediction from the {len(hist)} earlier run(s) of this kind here"
-        c["interval"] = {"lo": v * (1 - h), "hi": v * (1 + h), "half_width": h, "how": how, "history_runs": len(hist)}
+        c["interval"] = {"lo": v / (1 + h), "hi": v * (1 + h), "half_width": h, "how": how, "history_runs": len(hist)}
 
 
 def inside(c: dict, value: float) -> bool | None:
@@ -77,3 +80,60 @@ def inside(c: dict, value: float) -> bool | None:
     if not iv:
         return None
     return iv["lo"] <= value <= iv["hi"]
+
+
+# ---- asv's regression view ------------------------------------------------------------------------
+
+ASV_DEFAULT = 0.10  # asv.conf.json's threshold for every benchmark no interval speaks for
+ASV_FLOOR = 0.05  # asv's own default: no entry below it
+
+
+def _asv_entries(c: dict) -> list[str]:
+    """asv entry names (benchmarks/, as asv names a parameter combination: ``name(p1, p2)``) that
+    measure what the ceiling ``c`` measures."""
+    from .asv_params import BENCH_PARAMS
+    from .cpu.machine import LOWPREC_INSTRUCTION
+
+    t = c.get("threads")
+    if c["kind"] == "compute" and c.get("dtype") in ("float64", "float32") and "FMA" in c["name"]:
+        return [f"bench_compute_cpu.FmaPeakCPU.track_gflops('{c['dtype']}', {t})"]
+    if c["kind"] == "compute":
+        units = [u for u, ins in LOWPREC_INSTRUCTION.items() if ins == c.get("kernel")]
+        return [f"bench_compute_cpu.LowPrecPeakCPU.track_gops('{u}', {t})" for u in units]
+    if c["kind"] == "bandwidth" and c.get("window_bytes"):
+        lo, hi = c["window_bytes"]
+        sizes = sorted({*BENCH_PARAMS["stream_bytes"], *BENCH_PARAMS["stream_bytes_quick"]})
+        return [
+            f"bench_stream_cpu.StreamCPU.track_gbps('{c['kernel']}', {b}, {t})"
+            for b in sizes
+            if lo <= b and (hi is None or b <= hi)
+        ]
+    path = {"dispatch: empty": "track_empty_njit_seconds", "dispatch: ufunc": "track_ufunc_8_seconds"}.get(c["name"])
+    return [f"bench_latency_cpu.Dispatch.{path}"] if path else []
+
+
+def asv_thresholds(docs: list[dict]) -> dict[str, float]:
+    """asv.conf.json's ``regressions_thresholds`` from the intervals of ceilings runs (the newest run
+    of each machine whose results are given): each asv entry that measures a ceiling gets that
+    ceiling's interval half-width (the largest over the machines, at least ASV_FLOOR), so the
+    regression view calls a step inside it no regression, as ``compare`` and the end-of-run line do;
+    every other benchmark keeps ASV_DEFAULT. asv takes the largest of the thresholds whose regex
+    matches an entry, so the default's regex excludes the entries given their own."""
+    import re
+
+    own: dict[str, float] = {}
+    for d in docs:
+        for c in d.get("ceilings", []):
+            h = (c.get("interval") or {}).get("half_width")
+            if h is None or c.get("implausible"):
+                continue
+            for e in _asv_entries(c):
+                own[e] = max(own.get(e, 0.0), round(max(float(h), ASV_FLOOR), 3))
+    out = {}
+    if own:
+        names = "|".join(re.escape(e) for e in sorted(own))
+        out[rf"^(?!(?:{names})(?:@.*)?$).*"] = ASV_DEFAULT
+    else:
+        out[".*"] = ASV_DEFAULT
+    out.update({rf"^{re.escape(e)}(?:@.*)?$": h for e, h in sorted(own.items())})
+    return out

@@ -5,12 +5,14 @@ run` runs by default).
 What it measures, with the kernels and derivations of the `ceilings` suite (suite_ceilings.py):
   FMA peak      FP64 and FP32, K=16 S=8, 1 thread and all threads           4 cases
   bandwidth     triad, one working set inside each level's window, 1 and all
-                threads (DRAM: 4x the LLC, STREAM's rule)                    2 x levels
+                threads (DRAM: where the ceilings run's DRAM probe finds its
+                plateau, capped at 4x the OS LLC, STREAM's rule)             2 x levels
   latency       the three dispatch paths (one process each, not 3-5)        3 cases
                 the pointer chase at one size per level (1 thread)          levels
 One pass, no intensity sweep. Napkin math on a 32 MiB-LLC server: the DRAM triad is 128 MiB, ~10 ms
 a pass at 15 GB/s; the DRAM chase walks 2M lines at ~140 ns, ~0.3 s a call, 3 samples; the rest
-is milliseconds per case. ~25 cases at --quick budgets: a few seconds plus numba's first compile
+is milliseconds per case. The DRAM probe (~0.5 s) keeps a VM that reports a 300-480 MiB L3 from
+sizing them at 4x that (a 1.2 GiB triad and a 2 GiB chase: 30 of a probe's 34 s on such a VM). ~25 cases at --quick budgets: a few seconds plus numba's first compile
 (cached after the first run on a node). Memory: the triad's 128 MiB x 2.2 with its check.
 
 A ceiling from one point per level has no spread across sizes (p20 = p80); its samples' spread is
@@ -96,7 +98,9 @@ def peak_case(dtype: str, threads: int, l1_bytes: int) -> Case:
 
 
 def cases(threads_all: int, caches: list[dict]) -> list[Case]:
-    llc = CacheMap(caches).llc_bytes() if caches else None
+    """The probe's cases; DRAM's sizes start at the LLC's ``dram_from_bytes`` where the run measured
+    it (``run``), else at 4x the LLC."""
+    llc = -(-CacheMap(caches).dram_from() // 4) if caches else None  # the chase and DRAM sizes end there
     l1 = caches[0]["size_bytes"] if caches else 32 << 10
     plan = Plan(threads_all=threads_all, quick=True, passes=1)
     peaks = [peak_case(dtype, t, l1) for dtype in ("float64", "float32") for t in plan.thread_counts()]
@@ -106,8 +110,15 @@ def cases(threads_all: int, caches: list[dict]) -> list[Case]:
 
 def run(driver: Driver, writer, threads_all: int, progress) -> None:
     """Measure the probe and store its ceilings; the writer saves after every case."""
+    from .suite_ceilings import dram_plan
+
     machine = writer.data["machine"]
     caches = machine["cpu"]["caches"]
+    dram = dram_plan(Plan(threads_all=threads_all, quick=True, passes=1), caches)
+    writer.data["config"]["dram_sizing"] = dram
+    d = dram.get("dram_from_bytes")
+    if caches and d and d < 4 * caches[-1]["size_bytes"]:
+        caches[-1]["dram_from_bytes"] = d  # the DRAM window starts where the probe found it
     suite = cases(threads_all, caches)
     largest = max((c.size * 8 * stream.ARRAYS[KERNEL] for c in suite if c.sweep == "bandwidth"), default=0)
     require_fits(int(largest * 2.2), f"the probe's DRAM working set of {fmt_bytes(largest)}")

@@ -7,11 +7,14 @@ import copy
 import json
 import math
 import statistics
+from pathlib import Path
 
 import pytest
 
 from rooflab import cli
 from rooflab.intervals import FLOOR, T95, inside, run_half_width, set_intervals
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _c(name, value, p20=None, p80=None, kind="bandwidth", **kw):
@@ -162,3 +165,60 @@ def test_the_consistency_line_holds_each_ceiling_against_the_previous_run_s_inte
     assert line.startswith("noisy: 1 of 2 ceilings moved outside") and "L1 read bandwidth, 1 thread (-10%)" in line
     iv = {c["name"]: c["interval"] for c in now.data["ceilings"]}
     assert iv["L1 read bandwidth, 1 thread"]["half_width"] == FLOOR  # one earlier run: no prediction yet
+
+
+def test_asv_regression_view_takes_each_ceilings_interval(tmp_path):
+    import re
+    import subprocess
+    import sys
+
+    from rooflab.intervals import ASV_DEFAULT, asv_thresholds
+
+    def ceil(name, kind, h, **kw):
+        return {"name": name, "kind": kind, "value": 1.0, "interval": {"half_width": h}, **kw}
+
+    doc = {
+        "ceilings": [
+            ceil("FP64 FMA peak, 1 thread", "compute", 0.08, dtype="float64", threads=1),
+            ceil("INT8 peak (tdpbssd AMX tiles), 2 threads", "compute", 0.2, dtype="int8", threads=2, kernel="tdpbssd AMX tiles"),
+            ceil("L2 triad bandwidth, 1 thread", "bandwidth", 0.01, threads=1, kernel="triad", window_bytes=[65536, 1048576]),
+            ceil("DRAM read bandwidth, 2 threads", "bandwidth", 0.3, threads=2, kernel="read", window_bytes=[268435456, None]),
+            ceil("dispatch: empty", "latency", 0.12, threads=1),
+            ceil("FP32 FMA peak, 2 threads", "compute", 0.9, dtype="float32", threads=2, implausible="below"),
+        ]
+    }  # fmt: skip
+    th = asv_thresholds([doc])
+
+    def threshold(entry):  # as asv's regressions plugin picks it: the largest of the matching ones
+        return max([h for rx, h in th.items() if re.match(rx, entry)] or [0.05])
+
+    assert threshold("bench_compute_cpu.FmaPeakCPU.track_gflops('float64', 1)") == 0.08
+    assert threshold("bench_compute_cpu.FmaPeakCPU.track_gflops('float64', 1)@main") == 0.08
+    assert threshold("bench_compute_cpu.LowPrecPeakCPU.track_gops('amx-int8', 2)") == 0.2
+    assert threshold("bench_stream_cpu.StreamCPU.track_gbps('triad', 1048576, 1)") == 0.05  # the floor
+    assert threshold("bench_stream_cpu.StreamCPU.track_gbps('read', 536870912, 2)") == 0.3
+    assert threshold("bench_stream_cpu.StreamCPU.track_gbps('read', 32768, 2)") == ASV_DEFAULT  # no ceiling
+    assert threshold("bench_latency_cpu.Dispatch.track_empty_njit_seconds") == 0.12
+    assert threshold("bench_compute_cpu.FmaPeakCPU.track_gflops('float32', 2)") == ASV_DEFAULT  # implausible
+    assert threshold("bench_families.GemmFamily.track_rate('x')") == ASV_DEFAULT
+
+    conf = tmp_path / "asv.conf.json"
+    conf.write_text('{\n    // a comment\n    "version": 1,\n    "regressions_thresholds": {".*": 0.10}\n}\n')
+    from rooflab.results import ResultWriter, load
+
+    w = ResultWriter(tmp_path, {"id": "m"}, "ceilings", "cpu", {"quick": True})  # results/m/
+    w.data["ceilings"] = copy.deepcopy(doc["ceilings"])
+    w.finish("complete")
+    folder = w.path.parent
+    th = asv_thresholds([load(w.path)])
+    script = [sys.executable, "scripts/asv_thresholds.py", str(folder), "--write", str(conf)]
+    r = subprocess.run(script, capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    from asv import util
+
+    got = util.load_json(str(conf), js_comments=True)
+    assert got["version"] == 1 and "// a comment" in conf.read_text() and got["regressions_thresholds"] == th
+    bad = subprocess.run(
+        [sys.executable, "scripts/asv_thresholds.py", str(tmp_path / "none")], capture_output=True, text=True, cwd=ROOT
+    )
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

@@ -604,7 +604,7 @@ def lowprec_peak(unit: str, cores: int, ghz: float | None, units: dict) -> dict 
     what = (
         "int8 ops"
         if LOWPREC_DTYPE[unit] == "int8"
-        else f"{LOWPREC_DTYPE[unit].replace('float', 'fp').replace('bfloat', 'bf')} FLOP"
+        else f"{LOWPREC_DTYPE[unit].replace('bfloat', 'bf').replace('float', 'fp')} FLOP"
     )
     return {
         "value": value,
