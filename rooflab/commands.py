@@ -409,7 +409,8 @@ def _add_phase(writer, name: str, seconds: float) -> None:
 
 def _earlier_same_kind(out: Path, data: dict, path: Path, n: int = 1) -> list[tuple[Path, dict]]:
     """The newest ``n`` earlier finished results of the same suite, device and --quick on this
-    machine, oldest first."""
+    machine (the same id and the same CPU: machine.cpu_signature), oldest first."""
+    from .machine import cpu_signature
     from .results import load, previous_results
 
     prev = previous_results(out, data["machine"]["id"], data["suite"], data["device"], path)
@@ -419,8 +420,11 @@ def _earlier_same_kind(out: Path, data: dict, path: Path, n: int = 1) -> list[tu
             old = load(p)
         except RooflabError:
             continue
-        if old.get("status", "").startswith("complete") and old.get("config", {}).get("quick") == data["config"].get(
-            "quick"
+        same_cpu = cpu_signature(old.get("machine")) == cpu_signature(data["machine"])
+        if (
+            same_cpu
+            and old.get("status", "").startswith("complete")
+            and old.get("config", {}).get("quick") == data["config"].get("quick")
         ):
             found.append((p, old))
             if len(found) >= n:
@@ -531,10 +535,15 @@ def cmd_compare(args) -> int:
     if len(kinds) > 1:
         print(f"note: comparing different devices ({', '.join(sorted(kinds))})", file=sys.stderr)
     from .intervals import inside
+    from .machine import cpu_signature
 
     machines = {(d["machine"].get("cpu") or {}).get("model") or d["machine"]["id"] for d in data}
     if len(machines) > 1:
         print(f"note: these results come from different machines ({', '.join(sorted(machines))})", file=sys.stderr)
+    elif len({cpu_signature(d["machine"]) for d in data}) > 1:  # one brand string, two CPUs (a VM's)
+        cpu = [(d["machine"].get("cpu") or {}) for d in data]
+        said = ", ".join(sorted({f"family {c.get('family')} model {c.get('model_number')}" for c in cpu}))
+        print(f"note: these results come from different CPUs under one name ({said})", file=sys.stderr)
     rows = roofline.compare_ceilings(data)
     base = {c["name"]: c for c in data[0]["ceilings"]}
     thr = args.threshold / 100

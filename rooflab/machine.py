@@ -89,6 +89,23 @@ def slug(text: str) -> str:
     return re.sub(r"-+", "-", s) or "machine"
 
 
+def cpu_signature(machine: dict) -> tuple:
+    """What makes two result files' CPUs the same kind of machine beyond their id (an id is the brand
+    string and core count, and a hypervisor's brand hides the part: a Zen 3 and a Zen 4 VM both read
+    "AMD EPYC", two Xeon generations "Intel Xeon Processor"): vendor, cpuid family and model, the
+    vector units, the cores and the OS cache sizes. Fields a file lacks compare as None."""
+    cpu = (machine or {}).get("cpu") or {}
+    caches = tuple((c.get("level"), c.get("type"), c.get("size_bytes")) for c in cpu.get("caches") or [])
+    return (
+        cpu.get("vendor"),
+        cpu.get("family"),
+        cpu.get("model_number"),
+        tuple(sorted(cpu.get("simd") or [])),
+        cpu.get("physical_cores"),
+        caches,
+    )
+
+
 def describe(measured_ghz: float | None = None) -> dict:
     """Whole machine description, as stored in every result file."""
     cpu = describe_cpu()

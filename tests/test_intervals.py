@@ -167,6 +167,29 @@ def test_the_consistency_line_holds_each_ceiling_against_the_previous_run_s_inte
     assert iv["L1 read bandwidth, 1 thread"]["half_width"] == FLOOR  # one earlier run: no prediction yet
 
 
+def test_a_run_of_another_cpu_under_the_same_id_is_no_history(tmp_path):
+    """A Zen 3 and a Zen 4 VM both read "AMD EPYC" (id amd-epyc-2c): the Zen 3's runs must not
+    narrow or judge the Zen 4's figures."""
+    from rooflab import commands
+    from rooflab.results import ResultWriter
+
+    def result(model, value, stamp):
+        machine = {"id": "amd-epyc-2c", "cpu": {"vendor": "AuthenticAMD", "family": 25, "model_number": model}}
+        w = ResultWriter(tmp_path, machine, "ceilings", "cpu", {"quick": True})
+        w.path = w.path.with_name(f"rooflab-ceilings-cpu-{stamp}.json")
+        w.data["ceilings"] = [_c("L1 read bandwidth, 1 thread", value)]
+        w.finish("complete")
+        return w
+
+    for i, v in enumerate((100.0, 101.0, 99.0)):  # three Zen 3 runs
+        commands._agreement(result(1, v, f"2026010{i + 1}T000000Z"), tmp_path)
+    zen4 = result(17, 200.0, "20260105T000000Z")
+    assert commands._agreement(zen4, tmp_path).startswith("consistency: no earlier")
+    assert zen4.data["ceilings"][0]["interval"]["history_runs"] == 0
+    again = result(17, 203.0, "20260106T000000Z")
+    assert commands._agreement(again, tmp_path).startswith("consistent")  # its own CPU's run is
+
+
 def test_asv_regression_view_takes_each_ceilings_interval(tmp_path):
     import re
     import subprocess
@@ -222,3 +245,19 @@ def test_asv_regression_view_takes_each_ceilings_interval(tmp_path):
         [sys.executable, "scripts/asv_thresholds.py", str(tmp_path / "none")], capture_output=True, text=True, cwd=ROOT
     )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_compare_says_when_one_name_covers_two_cpus(tmp_path, capsys):
+    from rooflab.results import ResultWriter
+
+    paths = []
+    for model, stamp in ((1, "20260101T000000Z"), (17, "20260102T000000Z")):
+        cpu = {"vendor": "AuthenticAMD", "family": 25, "model_number": model, "model": "AMD EPYC"}
+        w = ResultWriter(tmp_path, {"id": "amd-epyc-2c", "cpu": cpu}, "ceilings", "cpu", {"quick": True})
+        w.path = w.path.with_name(f"rooflab-ceilings-cpu-{stamp}.json")
+        w.data["ceilings"] = [_c("L1 read bandwidth, 1 thread", 100.0 + model)]
+        w.finish("complete")
+        paths.append(str(w.path))
+    assert cli.main(["compare", *paths]) == 0
+    err = capsys.readouterr().err
+    assert "different CPUs under one name (family 25 model 1, family 25 model 17)" in err
