@@ -182,6 +182,9 @@ def test_the_runtime_summary_never_lists_an_op_zero_ms_above_its_roof():
     s = runtime.summarize([row("slow", 2e-3, 1e-3), row("flatten", 1e-4, 5e-4)], [3e-3], "m", "ort", "cpu")
     assert [w["node"] for w in s["most_time_above_roof"]] == ["slow"]
     assert "flatten" not in s["line"]
+    # "above" means faster than possible elsewhere: the time an op loses against its roof is "slower"
+    assert "slow 1.00 ms slower than its roof allows (at 50% of its memory-bound roof)" in s["line"]
+    assert "above" not in s["line"]
 
 
 def test_a_gpu_s_shared_memory_and_host_link_are_off_the_level_ladder():

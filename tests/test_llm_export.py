@@ -100,3 +100,9 @@ def test_the_decode_check_predicts_the_graphs_kv_concat(tiny, tmp_path):
     assert d["error_pct"] == pytest.approx(100 * (d["predicted_s"] - d["measured_s"]) / d["measured_s"])
     assert p["predicted_s"] == 0.005 and "graph_kv_copy_s" not in p
     assert any("KV Concats copy the whole cache" in line for line in llm_ort.lines(c))
+    # the words say who measured and who predicted, and which way the error goes
+    said = "\n".join(llm_ort.lines(c))
+    assert "onnxruntime measured" in said and "rooflab predicted" in said and "rel. err" not in said
+    sign = "slower than measured" if d["error_pct"] >= 0 else "faster than measured"
+    assert f"({d['error_pct']:+.0f}%: {sign})" in said
+    assert d["batch"] == 1 and d["context"] == 8 and p["prompt"] == 4

@@ -266,3 +266,29 @@ def test_gpu_result_is_one_panel_and_files_are_written(tmp_path):
     plt.close(fig)
     files = charts.all_plots(data, tmp_path / "r", ops=data["ops_placed"])
     assert {f.suffix for f in files} == {".png", ".svg"} and all(f.stat().st_size > 5000 for f in files)
+
+
+def test_the_llm_decode_chart_names_rooflab_s_prediction_and_the_runtime_s_measurement():
+    """The check calls rooflab's op-by-op sum "predicted": the chart says so, and draws the
+    runtime's own measured decode step beside it."""
+    from rooflab.charts.llm import decode_figure
+
+    curve = [
+        {"batch": b, "context": 64, "memory_tokens_per_s": 50.0 * b, "compute_tokens_per_s": 4000.0} for b in (1, 2, 4)
+    ]
+    ctx = [
+        {"batch": 1, "context": n, "memory_tokens_per_s": 50.0, "compute_tokens_per_s": 4000.0} for n in (16, 64, 256)
+    ]
+    summary = {
+        "config": "tiny",
+        "curves": {"vs_batch": curve, "vs_context": ctx, "batch": 1, "context": 64, "dram_gbps": 20.0,
+                   "dtype": "float32", "peak_gflops": 100.0, "compute_bound_batch": None},
+        "rows": [{"phase": "decode", "batch": 1, "context": 64, "tokens_per_s": 40.0}],
+        "runtime_check": {"check_name": "onnxruntime", "decode": {"batch": 1, "context": 64, "measured_s": 0.02}},
+    }  # fmt: skip
+    fig = decode_figure(summary)
+    for ax in fig.axes:
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert "rooflab predicted (its measured ops summed)" in labels and "onnxruntime measured" in labels
+        (pt,) = [ln for ln in ax.get_lines() if ln.get_label() == "onnxruntime measured"]
+        assert list(pt.get_ydata()) == [50.0]  # 1 sequence / 0.02 s

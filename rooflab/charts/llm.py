@@ -36,9 +36,15 @@ def decode_figure(summary: dict):
         ax.plot(x, mem, "-", color="#377eb8", label=f"memory roof (DRAM {c['dram_gbps']:.1f} GB/s)")
         ax.plot(x, comp, "-", color="#e41a1c", label=f"compute roof ({c['dtype']} {c['peak_gflops']:.0f} GFLOP/s)")
         ax.plot(x, [min(a, b) for a, b in zip(mem, comp)], ":", color="black", lw=2, label="attainable")
-        if pts:
+        if pts:  # rooflab's prediction: its measured ops summed (what `llm` reports as predicted)
             ax.plot([r[key] for r in pts], [r["tokens_per_s"] for r in pts], "o", color="#4daf4a", ms=8,
-                    label="measured, op by op")  # fmt: skip
+                    label="rooflab predicted (its measured ops summed)")  # fmt: skip
+        check = summary.get("runtime_check") or {}
+        rt = check.get("decode") or {}
+        fixed_ok = rt.get("context") == c["context"] if key == "batch" else rt.get("batch") == c["batch"]
+        if rt.get("measured_s") and key in rt and fixed_ok:  # the runtime's own decode step, beside it
+            ax.plot([rt[key]], [rt["batch"] / rt["measured_s"]], "D", color="#984ea3", ms=8,
+                    label=f"{check.get('check_name', 'onnxruntime')} measured")  # fmt: skip
         if key == "batch" and c["compute_bound_batch"]:
             b = c["compute_bound_batch"]
             ax.axvline(b, color="grey", ls="--")

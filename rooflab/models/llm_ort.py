@@ -203,6 +203,8 @@ def compare(
                 by_kind[key] = by_kind.get(key, 0.0) - append + copy
                 extra = {"predicted_in_place_s": row["seconds"], "kv_append_s": append, "graph_kv_copy_s": copy}
             out[phase] = {
+                "batch": 1,
+                **({"context": context} if phase == "decode" else {"prompt": prompt}),
                 "measured_s": m["median_s"],
                 "predicted_s": predicted,
                 "predicted_library_s": row["library_seconds"],
@@ -223,14 +225,14 @@ def lines(c: dict) -> list[str]:
     what = "model" if name == "torch" else "graph"
     weights = f", {c['weights']}" if c.get("weights") else ""
     out = [
-        f"  {name} check ({c['runtime']}{weights}, {c['threads']} threads; {what} verified, "
-        f"rel. err {c['verified_rel_err']:.1e}):"
+        f"  {name} check ({c['runtime']}{weights}, {c['threads']} threads; the {what}'s outputs checked against "
+        f"rooflab's own execution: largest relative difference {c['verified_rel_err']:.1e}):"
     ]
     for phase in ("prefill", "decode"):
         p = c[phase]
         out.append(
-            f"    {phase}: measured {p['measured_s'] * 1e3:.2f} ms, predicted {p['predicted_s'] * 1e3:.2f} ms "
-            f"({p['error_pct']:+.0f}%), roofs {p['roof_s'] * 1e3:.2f} ms"
+            f"    {phase}: {name} measured {p['measured_s'] * 1e3:.2f} ms, rooflab predicted {p['predicted_s'] * 1e3:.2f} ms "
+            f"({p['error_pct']:+.0f}%: {'slower' if p['error_pct'] >= 0 else 'faster'} than measured), roofs {p['roof_s'] * 1e3:.2f} ms"
         )
         if "graph_kv_copy_s" in p:
             out.append(

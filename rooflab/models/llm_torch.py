@@ -225,6 +225,8 @@ def compare(config: str, rows: list[dict], threads: int, prompt: int, context: i
                 and (r.get("prompt") == prompt if phase == "prefill" else r.get("context") == context)
             )
             out[phase] = {
+                "batch": 1,
+                **({"context": context} if phase == "decode" else {"prompt": prompt}),
                 "measured_s": m["median_s"],
                 "predicted_s": row["seconds"],
                 "predicted_library_s": row["library_seconds"],

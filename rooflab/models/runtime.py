@@ -192,7 +192,8 @@ def summary_line(s: dict, device_name: str) -> str:
     )
     ratio = f"{100 * s['nodes_over_e2e']:.0f}%" if s["nodes_over_e2e"] else "n/a"
     worst = "; ".join(
-        f"{w['node']} {w['time_above_roof_s'] * 1e3:.2f} ms above its roof ({w['pct_of_roof']:.0f}% of {w['class']})"
+        f"{w['node']} {w['time_above_roof_s'] * 1e3:.2f} ms slower than its roof allows (at {w['pct_of_roof']:.0f}% of its "
+        f"{w['class']} roof)"
         for w in s["most_time_above_roof"]
     )
     line = (
@@ -207,7 +208,7 @@ def summary_line(s: dict, device_name: str) -> str:
         line += " ..." if len(top) > 4 else ""
         line += ")"
     if worst:
-        line += f"; most time above the roof: {worst}"
+        line += f"; most time lost against the roofs: {worst}"
     return line
 
 
