@@ -261,3 +261,19 @@ def test_compare_says_when_one_name_covers_two_cpus(tmp_path, capsys):
     assert cli.main(["compare", *paths]) == 0
     err = capsys.readouterr().err
     assert "different CPUs under one name (family 25 model 1, family 25 model 17)" in err
+
+
+def test_the_run_table_shows_each_ceilings_interval_not_one_points_spread(capsys, monkeypatch):
+    from rooflab import commands
+
+    monkeypatch.setenv("COLUMNS", "200")  # one table row per line
+
+    one_point = _c("DRAM read bandwidth, 1 thread", 16.82)
+    one_point["stats"] = {"median": 16.82, "p20": 16.82, "p80": 16.82}  # a single sweep point
+    one_point["interval"] = {"lo": 15.0, "hi": 18.9, "half_width": 0.12, "how": "x", "history_runs": 3}
+    older = _c("L1 read bandwidth, 1 thread", 200.0)
+    older["stats"] = {"median": 200.0, "p20": 198.0, "p80": 202.0}  # a file written before intervals
+    commands._summary({"machine": {"id": "m"}, "device": "cpu", "ceilings": [one_point, older]})
+    out = capsys.readouterr().out
+    assert "interval" in out and "15-18.9" in out and "16.82-16.82" not in out
+    assert "198-202 (p20-p80)" in out and "up to 3 earlier run(s)" in out
