@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from .errors import RooflabError
+from .results import RUNS_DIR
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="2 passes, smaller sweeps: about 60-100 s on an idle 2-core VM (a full run: about 9 min)",
     )
     r.add_argument("--threads", type=int, default=None, help="threads for the all-core figures (default: all cores)")
-    r.add_argument("--out", default="results", help="results directory (default: results/)")
+    r.add_argument("--out", default=RUNS_DIR, help=f"results directory (default: {RUNS_DIR}/)")
     r.add_argument(
         "--max-working-set",
         default=None,
@@ -97,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     pc.add_argument(
         "--threads", type=int, default=None, help="threads the ops run with and whose roofs they meet (default: all)"
     )
-    pc.add_argument("--out", default="results", help="results directory (default: results/)")
+    pc.add_argument("--out", default=RUNS_DIR, help=f"results directory (default: {RUNS_DIR}/)")
     pc.add_argument("--quick", action="store_true", help="shorter timing per op (and per runtime profile)")
     pc.add_argument(
         "--runtime",

@@ -54,7 +54,9 @@ def cmd_info(args) -> int:
     from .cpu.backend import probe_clock
 
     m = machine.describe()
-    ghz, which = _info_clock(m["id"], Path("results"), probe_clock)
+    from .results import RUNS_DIR
+
+    ghz, which = _info_clock(m["id"], Path(RUNS_DIR), probe_clock)
     if ghz:
         m = machine.describe(measured_ghz=ghz)
     c = _console()

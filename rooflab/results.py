@@ -28,6 +28,10 @@ SCHEMA_VERSION = 2
 READS = (1, 2)
 KIND = "rooflab-result"
 
+# where a user's runs go by default: never into the repository's own committed results
+# (results/<machine>/), so `compare`, "newest ceilings" and the site never mix the two
+RUNS_DIR = "results/runs"
+
 
 def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

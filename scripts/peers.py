@@ -12,7 +12,7 @@ working set per thread) ``--rounds`` times and reports medians and the ratio roo
   L1 / L2 read        likwid load_avx and load_avx512                 vs  cpu.stream.read
 
 likwid-bench comes from Debian's `likwid` package (apt-get install likwid); its code is not vendored.
-Writes results/<machine-id>/peers-<timestamp>.json.
+Writes results/runs/<machine-id>/peers-<timestamp>.json (the default --out of every run).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from rooflab.cpu import machine as cpu_machine
 from rooflab.cpu.backend import cpu_backend
 from rooflab.driver import Driver, Settings
 from rooflab.memory import aligned_empty
-from rooflab.results import atomic_write_json, utc_now
+from rooflab.results import RUNS_DIR, atomic_write_json, utc_now
 
 
 def likwid(test: str, size: str, threads: int) -> float:
@@ -55,7 +55,7 @@ def likwid(test: str, size: str, threads: int) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--out", default="results")
+    ap.add_argument("--out", default=RUNS_DIR)
     ap.add_argument("--dram-bytes", default="2GB", help="likwid -W size for the DRAM triad (default 2GB)")
     ap.add_argument("--only", default=None, metavar="REGEX", help="run only the targets whose name matches")
     args = ap.parse_args()

@@ -232,3 +232,22 @@ def test_a_footprint_counts_every_array_the_case_holds():
               min(conv.cases(True, [1]), key=lambda c: c.footprint)):  # fmt: skip
         held = sum(a.nbytes for a in Driver.inputs(c) if hasattr(a, "nbytes"))
         assert c.footprint >= 2 * held, (c.label, c.footprint, held)
+
+
+def test_a_users_runs_never_land_in_the_repositorys_committed_results():
+    """A user's `rooflab run` on an Intel VM wrote into results/intel-xeon-2c/, the repository's
+    committed folder of another machine: compare, "newest" and the site then mixed them."""
+    import subprocess
+
+    from rooflab.results import RUNS_DIR
+
+    root = Path(__file__).resolve().parent.parent
+    parser = cli.build_parser()
+    for argv in (["run", "--quick"], ["place", "ops.json"], ["llm", "smollm-135m"]):
+        assert parser.parse_args(argv).out == RUNS_DIR
+    files = subprocess.run(["git", "ls-files", "results"], cwd=root, capture_output=True, text=True).stdout.split()
+    committed = {Path(f).parts[1] for f in files if len(Path(f).parts) > 2}
+    assert Path(RUNS_DIR).name not in committed and Path(RUNS_DIR).parent.name == "results"
+    probe = root / RUNS_DIR / "some-machine-2c" / "rooflab-ceilings-cpu-x.json"
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(probe)], cwd=root)
+    assert ignored.returncode == 0  # git never offers a user's run for a commit

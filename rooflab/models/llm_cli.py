@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..results import RUNS_DIR
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -23,7 +25,7 @@ def add_parser(sub) -> None:
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--threads", type=int, default=None, help="threads (default: all cores)")
     p.add_argument("--json", action="store_true", help="print the summary (parameter counts included) as JSON")
-    p.add_argument("--out", default="results", help="results directory (default: results/)")
+    p.add_argument("--out", default=RUNS_DIR, help=f"results directory (default: {RUNS_DIR}/)")
     p.add_argument("--quick", action="store_true", help="shorter timing budgets")
     p.add_argument("--no-own", action="store_true", help="time the library variant only (not rooflab's kernels)")
     p.add_argument("--no-measure", action="store_true", help="roofs only: predict every op, execute none")

@@ -411,8 +411,11 @@ def run_suite(
     batch=None,
     seq=None,
     ceilings_path=None,
-    out_dir=Path("results"),
+    out_dir=None,
 ):
+    from ..results import RUNS_DIR
+
+    out_dir = Path(RUNS_DIR) if out_dir is None else out_dir
     ceil, src = find_ceilings(out_dir, writer.data["machine"]["id"], device, ceilings_path)
     _use_ceilings(writer, ceil, src)
     groups = [

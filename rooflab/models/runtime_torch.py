@@ -317,16 +317,19 @@ def _rows(per_run: list[tuple[list[dict], float]]) -> list[dict]:
 
 
 def place_torch(
-    model, example_inputs, *, out="results", ceilings=None, threads=None, quick=False, own=True, runs=None
+    model, example_inputs, *, out=None, ceilings=None, threads=None, quick=False, own=True, runs=None
 ) -> dict:  # fmt: skip
     """Run a PyTorch module under the profiler and place each operator's measured time on this
     machine's measured roofline (the newest ceilings result under ``out``, or ``ceilings``), beside
     rooflab's own re-execution of the same ops. Writes the result like `rooflab place --runtime`
     and returns its summary (``line``, ``share_pct``, ``most_time_above_roof``, ``result`` ...)."""
     import_torch()
+    from ..results import RUNS_DIR
     from .runtime import place_profile, prepare
 
-    args = SimpleNamespace(threads=threads, out=str(out), ceilings=ceilings, quick=quick, no_own=not own, gpu=0)
+    args = SimpleNamespace(
+        threads=threads, out=str(out or RUNS_DIR), ceilings=ceilings, quick=quick, no_own=not own, gpu=0
+    )
     ready = prepare(args, "cpu")
     profile = profile_torch(model, example_inputs, threads=ready["threads"], quick=quick, runs=runs)
     return place_profile(profile, args, type(model).__name__, ready)
