@@ -372,19 +372,21 @@ def _summary(data: dict) -> None:
         t = Table(title=f"Ceilings ({data['machine']['id']}, {data['device']})")
         # the interval a next run should fall into (rooflab/intervals.py: this run's spread, the
         # history of this machine's runs, a floor), not p20-p80 of what may be one sweep point
-        for col in ("ceiling", "median", "interval", "unit", "notes"):
+        ivs = [ce["interval"] for ce in data["ceilings"] if ce.get("interval")]
+        for col in ("ceiling", "median", "interval" if ivs else "p20-p80", "unit", "notes"):
             t.add_column(col, overflow="fold")
         from .roofline import ceiling_notes
 
         for ce in data["ceilings"]:
             s, iv = ce["stats"], ce.get("interval")
-            spread = f"{iv['lo']:.4g}-{iv['hi']:.4g}" if iv else f"{s['p20']:.4g}-{s['p80']:.4g} (p20-p80)"
+            spread = f"{iv['lo']:.4g}-{iv['hi']:.4g}" if iv else f"{s['p20']:.4g}-{s['p80']:.4g}"
             notes = [f"[red]{n}[/red]" if n in ("noisy", ">105% of theoretical") else n for n in ceiling_notes(ce)]
+            if ivs and not iv:  # a ceiling without an interval in a table of intervals
+                notes.append("p20-p80, no interval")
             if ce.get("moved"):
                 notes.append(f"[red]moved {ce['moved']['ratio'] - 1:+.0%} vs previous run[/red]")
             t.add_row(ce["name"], f"{ce['value']:.4g}", spread, ce["unit"], ", ".join(notes))
         c.print(t)
-        ivs = [ce["interval"] for ce in data["ceilings"] if ce.get("interval")]
         if ivs:
             runs = max(iv.get("history_runs", 0) for iv in ivs)
             c.print(

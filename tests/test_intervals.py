@@ -276,4 +276,7 @@ def test_the_run_table_shows_each_ceilings_interval_not_one_points_spread(capsys
     commands._summary({"machine": {"id": "m"}, "device": "cpu", "ceilings": [one_point, older]})
     out = capsys.readouterr().out
     assert "interval" in out and "15-18.9" in out and "16.82-16.82" not in out
-    assert "198-202 (p20-p80)" in out and "up to 3 earlier run(s)" in out
+    assert "198-202" in out and "p20-p80, no interval" in out and "up to 3 earlier run(s)" in out
+    commands._summary({"machine": {"id": "m"}, "device": "cpu", "ceilings": [older]})  # a family suite's
+    out = capsys.readouterr().out
+    assert "p20-p80" in out and "interval" not in out and "198-202" in out
