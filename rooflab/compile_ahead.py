@@ -91,8 +91,11 @@ def compile_ahead(cases, cores: int) -> dict | None:
     t0 = time.perf_counter()
     workers = max(1, min(int(cores), len(todo)))
     ctx = multiprocessing.get_context("spawn")
-    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        done = list(pool.map(_safe_warm, todo))
+    try:
+        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            done = list(pool.map(_safe_warm, todo))
+    except cf.process.BrokenProcessPool:  # a worker killed by a signal: the run compiles what is left
+        done = [None if not cached(j) else 0.0 for j in todo]
     return {
         "jobs": [list(j) for j in todo],
         "compiled": sum(1 for d in done if d is not None),

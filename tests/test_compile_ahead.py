@@ -43,3 +43,18 @@ def test_a_cold_kernel_is_compiled_in_a_worker_process(monkeypatch):
         and got["compiled"] == 2
         and got["jobs"] == [["ert", 32, 8, "float32"], ["ert", 4, 1, "float64"]]
     )
+
+
+def test_a_worker_warming_an_amx_unit_asks_for_the_tile_state_first():
+    """A spawned worker that ran an AMX kernel without Linux's permission died of SIGILL (on a host
+    without torch, whose import asks for it), and the cold run with it."""
+    import subprocess
+    import sys
+
+    from rooflab.kernels.cpu import amx
+
+    if amx.available("bf16"):
+        pytest.skip(amx.available("bf16"))
+    code = 'import sys; sys.modules["torch"] = None\nfrom rooflab import compile_ahead as ca\nprint(ca._warm(("lowprec", "amx-bf16")))'
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-500:]

@@ -28,6 +28,7 @@ product, a wrong tile or a swapped layout changes it.
 from __future__ import annotations
 
 import ctypes
+import functools
 
 import numpy as np
 from llvmlite import ir
@@ -119,9 +120,10 @@ def tiles_int8(cfg, a, b, out, reps, nthreads):
         _int8_loop(cfg, a[t], b[t], out[t], reps)
 
 
+@functools.cache
 def permission() -> str | None:
-    """Ask Linux for the AMX tile state (process-wide; asking twice is fine). None when granted,
-    else why not, in one line."""
+    """Ask Linux for the AMX tile state (process-wide, so asked once per process: every timed call
+    of an AMX kernel checks it). None when granted, else why not, in one line."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.syscall.restype = ctypes.c_long

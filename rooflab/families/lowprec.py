@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import RooflabError
 from ..kernels.cpu import amx as X
 from ..kernels.cpu import bf16 as B
 from ..kernels.cpu import fp16 as H
@@ -123,6 +124,9 @@ def _amx(kind):
     fn = X.tiles_bf16 if kind == "bf16" else X.tiles_int8
 
     def kernel(cfg, a, b, out, reps=1, threads=None):
+        why = X.available(kind)  # also asks Linux for the tile state: a process that never did dies of SIGILL
+        if why:
+            raise RooflabError(f"cpu.lowprec.amx-{kind}: {why}")
         nthreads = resolve_threads(threads)
         if a.shape[0] != nthreads:
             raise ValueError(f"{a.shape[0]} tile sets for {nthreads} threads")
