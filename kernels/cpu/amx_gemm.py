@@ -45,16 +45,17 @@ INSTRUCTION = {"bf16": "tdpbf16ps", "int8": "tdpbusd"}
 
 def _ukr_asm(instruction: str) -> str:
     """The thread has loaded the tile configuration (``_tiles_on``). Operands: $0-$3 the A0, A1, B0,
-    B1 tile pointers and $4 the step count (in/out), $5 C, $6 C's row stride in bytes, $7 unused, $8 the row every C row starts from (the block's
-    32 columns of ``init``: zeros, or MatMulInteger's zero-point term), loaded with stride 0."""
+    B1 tile pointers and $4 the step count (in/out), $5 C, $6 C's row stride in bytes, $7 the row
+    every C row starts from (the block's 32 columns of ``init``: zeros, or MatMulInteger's
+    zero-point term), loaded with stride 0."""
     p = instruction
     return "\n".join(
         [
             "xorq %r10, %r10",
-            "tileloadd ($8,%r10,1), %tmm0",
-            "tileloadd 64($8,%r10,1), %tmm1",
-            "tileloadd ($8,%r10,1), %tmm2",
-            "tileloadd 64($8,%r10,1), %tmm3",
+            "tileloadd ($7,%r10,1), %tmm0",
+            "tileloadd 64($7,%r10,1), %tmm1",
+            "tileloadd ($7,%r10,1), %tmm2",
+            "tileloadd 64($7,%r10,1), %tmm3",
             "movq $$64, %r8",
             "1:",
             "tileloadd ($0,%r8,1), %tmm4",
@@ -86,11 +87,11 @@ def _ukr_asm(instruction: str) -> str:
 
 def _ukr(instruction: str):
     @intrinsic
-    def ukr(typingctx, cfg, ap, a_off0, a_off1, bp, b_off0, b_off1, c, c_off, ldc_bytes, steps, init, i_off):
+    def ukr(typingctx, ap, a_off0, a_off1, bp, b_off0, b_off1, c, c_off, ldc_bytes, steps, init, i_off):
         """One 32 x 32 block: C[c_off ..] (row stride ldc_bytes) = init[i_off ..] + A tiles at
         ap[a_off0 / a_off1 ..] x B tiles at bp[b_off0 / b_off1 ..] over ``steps`` k steps (byte
         offsets into the arrays)."""
-        sig = types.void(cfg, ap, a_off0, a_off1, bp, b_off0, b_off1, c, c_off, ldc_bytes, steps, init, i_off)
+        sig = types.void(ap, a_off0, a_off1, bp, b_off0, b_off1, c, c_off, ldc_bytes, steps, init, i_off)
 
         def codegen(context, builder, signature, args):
             i64 = ir.IntType(64)
@@ -102,22 +103,14 @@ def _ukr(instruction: str):
             def val(i):
                 return context.cast(builder, args[i], a[i], types.int64)
 
-            cfg_p, ap_p, bp_p, c_p, init_p = base(0), base(1), base(4), base(7), base(11)
-            ops = [
-                builder.add(ap_p, val(2)),
-                builder.add(ap_p, val(3)),
-                builder.add(bp_p, val(5)),
-                builder.add(bp_p, val(6)),
-                val(10),
-                builder.add(c_p, val(8)),
-                val(9),
-                cfg_p,
-                builder.add(init_p, val(12)),
-            ]
+            ap_p, bp_p, c_p, init_p = base(0), base(3), base(6), base(10)
+            tied = [builder.add(ap_p, val(1)), builder.add(ap_p, val(2)), builder.add(bp_p, val(4)),
+                    builder.add(bp_p, val(5)), val(9)]  # fmt: skip
+            inputs = [builder.add(c_p, val(7)), val(8), builder.add(init_p, val(11))]
             out_t = ir.LiteralStructType([i64] * 5)
-            fnty = ir.FunctionType(out_t, [i64] * 9)  # $5-$8, then the tied $0-$4
-            constraints = "=r,=r,=r,=r,=r,r,r,r,r,0,1,2,3,4,~{r8},~{r9},~{r10},~{memory},~{dirflag},~{fpsr},~{flags}"
-            builder.asm(fnty, _ukr_asm(instruction), constraints, [*ops[5:9], *ops[:5]], side_effect=True)
+            fnty = ir.FunctionType(out_t, [i64] * 8)  # $5-$7, then the tied $0-$4
+            constraints = "=r,=r,=r,=r,=r,r,r,r,0,1,2,3,4,~{r8},~{r9},~{r10},~{memory},~{dirflag},~{fpsr},~{flags}"
+            builder.asm(fnty, _ukr_asm(instruction), constraints, [*inputs, *tied], side_effect=True)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -188,15 +181,16 @@ def pack_b(B, Bp, ks, per):
 
 # ---- the loop nest -------------------------------------------------------------------------------
 @njit(parallel=True, cache=True)
-def gemm_bf16_blocks(cfg, Ap, Bp, C, init, nthreads):
-    """C (Mp x Np fp32, both multiples of 32) from the packed tiles; column pairs split over threads."""
+def gemm_blocks(cfg, Ap, Bp, C, init, nthreads, int8):
+    """C (Mp x Np, both multiples of 32; fp32 from bf16 tiles, int32 from u8 / s8 tiles with
+    ``int8``) from the packed tiles; column pairs split over threads."""
     Mp, Np = C.shape
     steps = Ap.shape[1]
     step_bytes = steps * TILE
     pairs = Np // BLOCK
     a8 = Ap.reshape(-1).view(np.uint8)
     b8 = Bp.reshape(-1).view(np.uint8)
-    cf = C.reshape(-1)
+    c8 = C.reshape(-1).view(np.uint8)
     i8 = init.view(np.uint8)
     for t in prange(nthreads):
         _tiles_on(cfg)
@@ -204,32 +198,17 @@ def gemm_bf16_blocks(cfg, Ap, Bp, C, init, nthreads):
         for q in range(pairs * t // nthreads, p1, L2_PAIRS):  # a block of B panels stays in L2 ...
             for ib in range(0, Mp // ROWS, 2):  # ... while every pair of A row tiles passes
                 for p in range(q, min(q + L2_PAIRS, p1)):
-                    _ukr_bf16(cfg, a8, ib * step_bytes, (ib + 1) * step_bytes, b8, 2 * p * step_bytes,
-                              (2 * p + 1) * step_bytes, cf, (ib * ROWS * Np + p * BLOCK) * 4, Np * 4, steps,
-                              i8, p * BLOCK * 4)  # fmt: skip
-        _tiles_off()
-
-
-@njit(parallel=True, cache=True)
-def gemm_int8_blocks(cfg, Ap, Bp, C, init, nthreads):
-    """C (Mp x Np int32) from the packed u8 / s8 tiles; column pairs split over threads."""
-    Mp, Np = C.shape
-    steps = Ap.shape[1]
-    step_bytes = steps * TILE
-    pairs = Np // BLOCK
-    a8 = Ap.reshape(-1).view(np.uint8)
-    b8 = Bp.reshape(-1).view(np.uint8)
-    cf = C.reshape(-1)
-    i8 = init.view(np.uint8)
-    for t in prange(nthreads):
-        _tiles_on(cfg)
-        p1 = pairs * (t + 1) // nthreads
-        for q in range(pairs * t // nthreads, p1, L2_PAIRS):  # a block of B panels stays in L2 ...
-            for ib in range(0, Mp // ROWS, 2):  # ... while every pair of A row tiles passes
-                for p in range(q, min(q + L2_PAIRS, p1)):
-                    _ukr_int8(cfg, a8, ib * step_bytes, (ib + 1) * step_bytes, b8, 2 * p * step_bytes,
-                              (2 * p + 1) * step_bytes, cf, (ib * ROWS * Np + p * BLOCK) * 4, Np * 4, steps,
-                              i8, p * BLOCK * 4)  # fmt: skip
+                    a0, a1, b0, b1 = (
+                        ib * step_bytes,
+                        (ib + 1) * step_bytes,
+                        2 * p * step_bytes,
+                        (2 * p + 1) * step_bytes,
+                    )
+                    c_off, i_off = (ib * ROWS * Np + p * BLOCK) * 4, p * BLOCK * 4
+                    if int8:
+                        _ukr_int8(a8, a0, a1, b8, b0, b1, c8, c_off, Np * 4, steps, i8, i_off)
+                    else:
+                        _ukr_bf16(a8, a0, a1, b8, b0, b1, c8, c_off, Np * 4, steps, i8, i_off)
         _tiles_off()
 
 
@@ -265,8 +244,7 @@ def matmul(A: np.ndarray, Bp: np.ndarray, N: int, kind: str, threads: int = 1, o
         row[:N] = init
     direct = out is not None and (Mp, Np) == (M, N) and out.dtype == dtype and out.flags.c_contiguous
     C = out if direct else np.empty((Mp, Np), dtype)
-    fn = gemm_bf16_blocks if kind == "bf16" else gemm_int8_blocks
-    fn(amx.tile_config(), Ap, Bp, C, row, max(1, min(int(threads), Np // BLOCK)))
+    gemm_blocks(amx.tile_config(), Ap, Bp, C, row, max(1, min(int(threads), Np // BLOCK)), kind == "int8")
     if out is None:
         return C[:M, :N] if (Mp, Np) != (M, N) else C
     if not direct:

@@ -33,6 +33,7 @@ from ..kernels.cpu.bf16 import from_bf16, to_bf16
 from ..registry import Case, Variant, register
 from ..threads import resolve_threads, use_threads
 from ..work import Work
+from .qgemm import PerWeight  # packed once per weight array, as the INT8 rungs are
 
 FAMILY = "bgemm"
 
@@ -98,7 +99,7 @@ def _numpy_fp32(A, B, reps=1, threads=None):
     return c
 
 
-_weights: dict = {}  # id(B) -> (B, packed tiles): packed once per weight matrix
+_amx_packed = PerWeight(lambda B: AG.pack_weights(B, "bf16"))  # B's tiles, once per weight matrix
 
 
 def _amx_bf16(A, B, reps=1, threads=None):
@@ -106,13 +107,10 @@ def _amx_bf16(A, B, reps=1, threads=None):
     why = AMX.available("bf16")
     if why:
         raise RooflabError(f"cpu.bgemm.01-amx-tdpbf16ps: {why}")
-    hit = _weights.get(id(B))
-    if hit is None or hit[0] is not B:
-        _weights.clear()
-        hit = _weights[id(B)] = (B, AG.pack_weights(B, "bf16"))
+    Bp = _amx_packed(B)
     C = np.empty((A.shape[0], B.shape[1]), np.float32)
     for _ in range(int(reps)):
-        AG.matmul(A, hit[1], B.shape[1], "bf16", threads=resolve_threads(threads), out=C)
+        AG.matmul(A, Bp, B.shape[1], "bf16", threads=resolve_threads(threads), out=C)
     return C
 
 

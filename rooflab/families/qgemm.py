@@ -203,7 +203,7 @@ def _check_nbits(name, A, packed, scales):
 # ---- per-weight state: packed once per weight array, as MLAS prepacks a constant ----------------
 
 
-class _PerWeight:
+class PerWeight:
     """A value computed once per weight array object (the array must not change afterwards)."""
 
     def __init__(self, make):
@@ -293,14 +293,14 @@ def matmulnbits_model(packed: np.ndarray, scales: np.ndarray, accuracy_level: in
     return _graph(node, [a], y, inits)
 
 
-_int8_session = _PerWeight(lambda B, za, threads: _session(matmulinteger_model(B, za), threads))
-_nbits_session = _PerWeight(lambda P, S, threads: _session(matmulnbits_model(P, S), threads))
-_int8_packed = _PerWeight(lambda B, za: I8.pack(B, za))
+_int8_session = PerWeight(lambda B, za, threads: _session(matmulinteger_model(B, za), threads))
+_nbits_session = PerWeight(lambda P, S, threads: _session(matmulnbits_model(P, S), threads))
+_int8_packed = PerWeight(lambda B, za: I8.pack(B, za))
 # the AMX tiles of B and the zero point's column term -za * colsum(B), once per weight
-_amx_packed = _PerWeight(
+_amx_packed = PerWeight(
     lambda B, za: (AG.pack_weights(B, "int8"), (-int(za) * B.astype(np.int64).sum(axis=0)).astype(np.int32))
 )
-_a8_session = _PerWeight(lambda P, S, threads: _session(matmulnbits_model(P, S, accuracy_level=4), threads))
+_a8_session = PerWeight(lambda P, S, threads: _session(matmulnbits_model(P, S, accuracy_level=4), threads))
 
 
 # ---- the variants --------------------------------------------------------------------------------
