@@ -99,15 +99,20 @@ def _numpy_fp32(A, B, reps=1, threads=None):
     return c
 
 
-_amx_packed = PerWeight(lambda B: AG.pack_weights(B, "bf16"))  # B's tiles, once per weight matrix
+def _amx_pack(B):
+    """B's AMX tiles, once per weight matrix; the unit is checked here, not in every timed call."""
+    why = AMX.available("bf16")
+    if why:
+        raise RooflabError(f"cpu.bgemm.01-amx-tdpbf16ps: {why}")
+    return AG.pack_weights(B, "bf16")
+
+
+_amx_packed = PerWeight(_amx_pack)
 
 
 def _amx_bf16(A, B, reps=1, threads=None):
     _check("cpu.bgemm.01-amx-tdpbf16ps", A, B)
-    why = AMX.available("bf16")
-    if why:
-        raise RooflabError(f"cpu.bgemm.01-amx-tdpbf16ps: {why}")
-    Bp = _amx_packed(B)
+    Bp = _amx_packed(B)  # raises where the CPU or Linux refuses AMX BF16
     C = np.empty((A.shape[0], B.shape[1]), np.float32)
     for _ in range(int(reps)):
         AG.matmul(A, Bp, B.shape[1], "bf16", threads=resolve_threads(threads), out=C)

@@ -296,10 +296,20 @@ def matmulnbits_model(packed: np.ndarray, scales: np.ndarray, accuracy_level: in
 _int8_session = PerWeight(lambda B, za, threads: _session(matmulinteger_model(B, za), threads))
 _nbits_session = PerWeight(lambda P, S, threads: _session(matmulnbits_model(P, S), threads))
 _int8_packed = PerWeight(lambda B, za: I8.pack(B, za))
+
+
 # the AMX tiles of B and the zero point's column term -za * colsum(B), once per weight
-_amx_packed = PerWeight(
-    lambda B, za: (AG.pack_weights(B, "int8"), (-int(za) * B.astype(np.int64).sum(axis=0)).astype(np.int32))
-)
+def _amx_pack(B, za):
+    """B's AMX tiles and the zero point's column term -za * colsum(B), once per weight: the unit is
+    checked here, not in every timed call (the check reads numba's feature string: ~16 us, a third
+    of a 256^3 product)."""
+    why = AMX.available("int8")
+    if why:
+        raise RooflabError(f"cpu.qgemm.02-amx-tdpbusd: {why}")
+    return AG.pack_weights(B, "int8"), (-int(za) * B.astype(np.int64).sum(axis=0)).astype(np.int32)
+
+
+_amx_packed = PerWeight(_amx_pack)
 _a8_session = PerWeight(lambda P, S, threads: _session(matmulnbits_model(P, S, accuracy_level=4), threads))
 
 
@@ -325,10 +335,7 @@ def _own_int8(A, B, za, reps=1, threads=None):
 
 def _amx_int8(A, B, za, reps=1, threads=None):
     z = _check_int8("cpu.qgemm.02-amx-tdpbusd", A, B, za)
-    why = AMX.available("int8")
-    if why:
-        raise RooflabError(f"cpu.qgemm.02-amx-tdpbusd: {why}")
-    Bp, corr = _amx_packed(B, z)
+    Bp, corr = _amx_packed(B, z)  # raises where the CPU or Linux refuses AMX INT8
     C = np.empty((A.shape[0], B.shape[1]), np.int32)
     for _ in range(int(reps)):  # the zero point's term is where the tiles start
         AG.matmul(A, Bp, B.shape[1], "int8", threads=resolve_threads(threads), out=C, init=corr)
