@@ -125,8 +125,11 @@ def test_every_sample_of_a_peak_carries_the_clock_probed_right_after_it():
     scalar = clock.probe_clock(1)["ghz"]
     got = time_cpu(lambda: calls.append(1), budget_s=0.0, min_samples=4, after=lambda: clock.chain_clock(1))
     assert len(got.after) == len(got.seconds) == 4 and len(calls) == 5  # warm-up untimed, no chain
-    # an idle "unit" leaves the scalar clock: the chain is the one probe_clock times
-    assert all(0.7 * scalar < g[0] < 1.3 * scalar for g in got.after)
+    # an idle "unit" leaves the scalar clock: the chain is the one probe_clock times. A neighbour
+    # (the other test worker, in CI) can only slow a 0.2 ms chain, never speed it up: no sample
+    # reads high, and the best of them reads the clock
+    assert all(0 < g[0] < 1.3 * scalar for g in got.after)
+    assert 0.7 * scalar < max(g[0] for g in got.after)
 
 
 def test_a_peak_is_judged_at_the_clock_its_own_best_samples_ran_at():
