@@ -347,20 +347,25 @@ def _family_summary(data: dict) -> None:
     from . import family_report
 
     family_report.add_pct_of_library(data["records"])
+    peaks = family_report.has_unit_peaks(data["records"])  # "% of unit peak": rungs beside their unit's peak
     prefix = f"{data['device']}.{data['suite']}."  # said once in the title: a narrow terminal folds names
     t = Table(title=f"{data['suite']} ({data['machine']['id']}, {data['device']}): variants {prefix}*, T = threads")
-    for col in ("variant", "case", "T", "figure", "% of library", "status"):  # T: threads
-        right = col in ("T", "figure", "% of library")
+    if peaks:
+        t.title += "; % of peak: of the rung's unit peak (lowprec.*) in this run"
+    cols = ("variant", "case", "T", "figure", "% of library", *(("% of peak",) if peaks else ()), "status")
+    for col in cols:  # T: threads
+        right = col in ("T", "figure", "% of library", "% of peak")
         t.add_column(col, justify="right" if right else "left", no_wrap=right, overflow="fold")
-    for variant, label, threads, value, unit, pct, status in family_report.table(data["records"]):
-        t.add_row(
-            variant.removeprefix(prefix),
+    for variant, label, threads, value, unit, pct, pct_peak, status in family_report.table(data["records"]):
+        cells = [
+            variant.removeprefix(prefix).removeprefix(f"{data['device']}."),
             label,
             "-" if threads is None else str(threads),
             "-" if value is None else f"{value:.4g} {unit}",
             "-" if pct is None else f"{pct:.0f}%",
-            status,
-        )
+        ]
+        cells += (["-" if pct_peak is None else f"{pct_peak:.0f}%"] if peaks else []) + [status]
+        t.add_row(*cells)
     _console().print(t)
 
 

@@ -1,6 +1,10 @@
 """What a kernel-family run shows: every rung against the library (variant 0) on the same case,
 as a table (its chart is rooflab.charts.family).
 
+"% of unit peak" divides a rung that declares the unit it runs on (``meta["unit"]``: the bf16 and
+int8 GEMM rungs) by that unit's peak (rooflab/families/lowprec.py) measured at the same thread count
+in the same run: how much of the instruction's rate the loop nest keeps.
+
 "% of library" divides a rung's rate by variant 0's on the same shape, dtype and thread count in
 the same run (ratios measured in one run survive a shared machine; absolute times across runs do
 not). The rate is GFLOP/s where the case does arithmetic, GB/s where it only moves data, and the
@@ -54,6 +58,11 @@ def rate(rec: dict) -> tuple[float | None, str]:
         from .families.qgemm import rate_of
 
         return rate_of(rec)
+    if rec.get("family") == "lowprec" and rec.get("gflops"):  # a unit's peak: INT8 units count GOPS
+        from .cpu.machine import LOWPREC_UNIT
+
+        unit = LOWPREC_UNIT.get(_unit(rec) or rec["variant"].rsplit(".", 1)[-1], "GFLOP/s")
+        return rec["gflops"]["median"], unit
     if rec.get("group") == "tiny_chain" and rec.get("time_s"):
         return rec["time_s"]["median"] / max(int(rec.get("reps") or 1), 1) * 1e9, "ns"
     if rec.get("gflops") and rec["gflops"].get("median"):
@@ -84,11 +93,34 @@ def add_pct_of_library(records: list[dict]) -> list[dict]:
         base, _ = rate(lib) if lib else (None, "")
         if value and base:
             r["pct_of_library"] = 100 * (base / value if unit == "ns" else value / base)
+    return add_pct_of_unit_peak(records)
+
+
+def _unit(rec: dict) -> str | None:
+    """The unit a record ran on: its case's meta, which a record carries at its top level."""
+    return rec.get("unit") or (rec.get("meta") or {}).get("unit")
+
+
+def add_pct_of_unit_peak(records: list[dict]) -> list[dict]:
+    """Set ``pct_of_unit_peak`` on every ok rung whose unit's peak ran at its thread count."""
+    ok = [r for r in records if r.get("status") == "ok"]
+    peaks = {(_unit(r), r.get("threads")): rate(r)[0] for r in ok if r.get("family") == "lowprec"}
+    for r in ok:
+        unit = _unit(r)
+        peak = peaks.get((unit, r.get("threads"))) if unit and r.get("family") != "lowprec" else None
+        value, _ = rate(r)
+        if value and peak:
+            r["pct_of_unit_peak"] = 100 * value / peak
     return records
 
 
+def has_unit_peaks(records: list[dict]) -> bool:
+    """Whether a table of these records needs the "% of unit peak" column."""
+    return any(r.get("pct_of_unit_peak") is not None for r in records)
+
+
 def table(records: list[dict]) -> list[tuple]:
-    """Rows (variant, case, threads, figure, unit, % of library, status) in run order; the case
+    """Rows (variant, case, threads, figure, unit, % of library, % of unit peak, status) in run order; the case
     label without the variant's name, which the labels repeat at their start or end. The thread
     count tells apart the rows of a rung run at 1 thread and at all cores."""
     rows = []
@@ -97,9 +129,12 @@ def table(records: list[dict]) -> list[tuple]:
         pct = r.get("pct_of_library")
         label = (r.get("label") or r["variant"]).removeprefix(r["variant"]).removesuffix(r["variant"]).strip() or "-"
         if r.get("status") != "ok":
-            rows.append((r["variant"], label, r.get("threads"), None, "", None, f"failed: {r.get('error', '')[:80]}"))
+            rows.append(
+                (r["variant"], label, r.get("threads"), None, "", None, None, f"failed: {r.get('error', '')[:80]}")
+            )
         else:
-            rows.append((r["variant"], label, r.get("threads"), value, unit, pct, "noisy" if r.get("noisy") else "ok"))
+            status = "noisy" if r.get("noisy") else "ok"
+            rows.append((r["variant"], label, r.get("threads"), value, unit, pct, r.get("pct_of_unit_peak"), status))
     return rows
 
 

@@ -75,12 +75,18 @@ def _result_page(doc: dict, stem: Path, ceilings: dict | None) -> str:
     files = family.chart(doc, stem, ceilings)
     imgs = "".join(f"<img alt='{_esc(f.name)}' src='{_esc(f.name)}'>" for f in files if f.suffix == ".png")
     family_report.add_pct_of_library(doc["records"])
+    peaks = family_report.has_unit_peaks(doc["records"])
+
+    def pct_cell(x):
+        return f"<td>{'-' if x is None else f'{x:.0f} %'}</td>"
+
     rows = "".join(
         f"<tr><td>{_esc(v)}</td><td>{_esc(label)}</td><td>{threads}</td><td>{'-' if val is None else f'{val:.4g} {_esc(unit)}'}</td>"
-        f"<td>{'-' if pct is None else f'{pct:.0f} %'}</td><td>{_esc(st)}</td></tr>"
-        for v, label, threads, val, unit, pct, st in family_report.table(doc["records"])
+        f"{pct_cell(pct)}{pct_cell(pct_peak) if peaks else ''}<td>{_esc(st)}</td></tr>"
+        for v, label, threads, val, unit, pct, pct_peak, st in family_report.table(doc["records"])
     )
-    table = f"<table><tr><th>variant</th><th>case</th><th>threads</th><th>figure</th><th>% of library</th><th>status</th></tr>{rows}</table>"
+    peak_th = "<th>% of unit peak</th>" if peaks else ""
+    table = f"<table><tr><th>variant</th><th>case</th><th>threads</th><th>figure</th><th>% of library</th>{peak_th}<th>status</th></tr>{rows}</table>"
     title = f"{doc['machine']['id']}: {doc.get('suite')} on {doc.get('device')}"
     return _page(title, imgs + table, "index.html")
 

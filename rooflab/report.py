@@ -164,13 +164,15 @@ def _family_section(d: dict, chart: bool = True) -> str:
     if not recs:
         return ""
     family_report.add_pct_of_library(recs)
+    peaks = family_report.has_unit_peaks(recs)
     rows = [
-        [variant, label, str(threads), _num(value), unit, _num(pct, "{:.0f}%"), status]
-        for variant, label, threads, value, unit, pct, status in family_report.table(recs)
+        [variant, label, str(threads), _num(value), unit, _num(pct, "{:.0f}%")]
+        + ([_num(pct_peak, "{:.0f}%")] if peaks else [])
+        + [status]
+        for variant, label, threads, value, unit, pct, pct_peak, status in family_report.table(recs)
     ]
-    out = "<h2>Kernel family</h2>" + _table(
-        ["variant", "case", "threads", "figure", "unit", "% of library", "status"], rows
-    )
+    head = ["variant", "case", "threads", "figure", "unit", "% of library"]
+    out = "<h2>Kernel family</h2>" + _table(head + (["% of unit peak"] if peaks else []) + ["status"], rows)
     try:
         out += _png_of(family.chart, d) if chart else ""
     except StopIteration:  # nothing to draw (no ok record)

@@ -159,24 +159,14 @@ def lowprec_cases(plan: Plan) -> tuple[list[Case], list[str]]:
     and one line per unit it cannot run."""
     from .cpu.machine import LOWPREC_INSTRUCTION
     from .families import lowprec
+    from .families.unit_peak import peak_case as unit_peak_case
 
     cases, skipped = [], []
     for unit, why in lowprec.available().items():
         if why:
             skipped.append(f"{unit} peak ({LOWPREC_INSTRUCTION[unit]}) skipped: {why}")
             continue
-        for threads in plan.thread_counts():
-            cases.append(
-                Case(
-                    f"cpu.lowprec.{unit}",
-                    size=threads,
-                    threads=threads,
-                    verify_params={"reps": 3},
-                    label=f"{unit} peak {threads}T",
-                    meta={"kernel": "lowprec", "unit": unit, "instruction": LOWPREC_INSTRUCTION[unit]},
-                    timing={"unit_clock": True},
-                )
-            )
+        cases += [unit_peak_case(unit, threads) for threads in plan.thread_counts()]
     return cases, skipped
 
 

@@ -152,6 +152,37 @@ def test_every_gemm_rung_gets_pct_of_library_and_the_table_a_threads_column():
     assert len({(row[0], row[1], row[2]) for row in rows}) == len(rows)  # no two rows alike
 
 
+def test_a_rung_on_a_unit_is_given_as_a_share_of_that_units_peak_at_its_thread_count():
+    from rooflab import family_report
+
+    def rec(variant, threads, rate, unit=None, family="bgemm"):
+        return {
+            "variant": variant,
+            "family": family,
+            "status": "ok",
+            "threads": threads,
+            "dtype": "uint16",
+            "shape": {"M": 64},
+            "params": {},
+            "gflops": {"median": rate},
+            "unit": unit,
+        }  # fmt: skip (meta: top level)
+
+    recs = [
+        rec("cpu.lowprec.bf16-avx512", 1, 200.0, "bf16-avx512", "lowprec"),
+        rec("cpu.lowprec.bf16-avx512", 2, 400.0, "bf16-avx512", "lowprec"),
+        rec("cpu.bgemm.02-avx512-dpbf16ps", 1, 150.0, "bf16-avx512"),
+        rec("cpu.bgemm.02-avx512-dpbf16ps", 2, 340.0, "bf16-avx512"),
+        rec("cpu.bgemm.01-amx-tdpbf16ps", 1, 900.0, "amx-bf16"),  # its unit's peak did not run
+    ]
+    family_report.add_pct_of_library(recs)
+    assert [r.get("pct_of_unit_peak") for r in recs] == [None, None, 75.0, 85.0, None]
+    assert family_report.has_unit_peaks(recs) and not family_report.has_unit_peaks(recs[:2])
+    assert [row[6] for row in family_report.table(recs)] == [None, None, 75.0, 85.0, None]
+    assert family_report.rate(recs[0]) == (200.0, "GFLOP/s")
+    assert family_report.rate(rec("cpu.lowprec.int8-vnni", 1, 900.0, "int8-vnni", "lowprec"))[1] == "GOPS"
+
+
 def _report_inputs():
     """The issue's `rooflab report CEILINGS GEMM PLACED RUNTIME`: a ceilings run, a gemm run
     (clock on its records only, theoretical peaks stored at the nominal clock), a models placement

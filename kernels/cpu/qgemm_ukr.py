@@ -24,26 +24,42 @@ MR, NV = TILES[DOT_PATH]
 NR = NV * ILANES
 
 
-def ukr_source(mr: int, nv: int) -> str:
-    """Python source of qukr_<mr>x<nv>v(kg, Ap, ao, Bp, bo, C, ldc, i0, j0, corr)."""
+# What differs between the two register tiles built from this generator: the int8 one here and
+# the bf16 one of kernels/cpu/bf16_gemm.py (its step vdpbf16ps, fp32 accumulators, no zero point).
+KINDS = {
+    "u8s8": dict(name="qukr", args=", corr", zero="izero(Bp)", step="dpbusd", corr=True),
+    "bf16": dict(name="bukr", args="", zero="vzero(C)", step="dpbf16ps", corr=False),
+}
+
+
+def ukr_source(mr: int, nv: int, kind: str = "u8s8") -> str:
+    """Python source of <name>_<mr>x<nv>v(kg, Ap, ao, Bp, bo, C, ldc, i0, j0[, corr])."""
+    k = KINDS[kind]
     acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(mr)]
     out = [
         '@njit(inline="always", cache=True)',
-        f"def qukr_{mr}x{nv}v(kg, Ap, ao, Bp, bo, C, ldc, i0, j0, corr):",
-        f'    """C[i0:i0+{mr}, j0:j0+{nv}L] = Ap[ao:] . Bp[bo:] over kg k-groups, + corr[j0:]."""',
+        f"def {k['name']}_{mr}x{nv}v(kg, Ap, ao, Bp, bo, C, ldc, i0, j0{k['args']}):",
+        f'    """C[i0:i0+{mr}, j0:j0+{nv}L] = Ap[ao:] . Bp[bo:] over kg k-groups{", + corr[j0:]" if k["corr"] else ""}."""',
         "    L = ILANES",
     ]
     for r in range(mr):
-        out.append("    " + ", ".join(acc[r]) + " = " + ", ".join("izero(Bp)" for _ in range(nv)))
+        out.append("    " + ", ".join(acc[r]) + " = " + ", ".join(k["zero"] for _ in range(nv)))
     out += ["    a = ao", "    b = bo", "    for _ in range(kg):"]
     out += [f"        b{v} = iload(Bp, b + {v} * L)" for v in range(nv)]
     for r in range(mr):
         out.append(f"        x = ibcast(Ap, a + {r})")
-        out += [f"        {acc[r][v]} = dpbusd({acc[r][v]}, x, b{v})" for v in range(nv)]
+        out += [f"        {acc[r][v]} = {k['step']}({acc[r][v]}, x, b{v})" for v in range(nv)]
     out += [f"        a += {mr}", f"        b += {nv} * L"]
-    out += [f"    z{v} = iload(corr, j0 + {v} * L)" for v in range(nv)]
+    if k["corr"]:
+        out += [f"    z{v} = iload(corr, j0 + {v} * L)" for v in range(nv)]
     for r in range(mr):
-        out += [f"    istore(C, (i0 + {r}) * ldc + j0 + {v} * L, iadd({acc[r][v]}, z{v}))" for v in range(nv)]
+        for v in range(nv):
+            where = f"(i0 + {r}) * ldc + j0 + {v} * L"
+            out.append(
+                f"    istore(C, {where}, iadd({acc[r][v]}, z{v}))"
+                if k["corr"]
+                else f"    vstore(C, {where}, {acc[r][v]})"
+            )
     return "\n".join(out) + "\n"
 
 

@@ -5,7 +5,9 @@ Variant 0 is the library, whichever is installed: torch's ``matmul`` on bfloat16
 (``00-torch-bf16``: oneDNN, which runs AMX where the CPU has it), else numpy's FP32 BLAS on the same
 values (``00-numpy-fp32``, labelled as such: a BLAS with no bf16 path, so "% of library" then says
 how the bf16 units compare with the FP32 ones). 01 = kernels/cpu/amx_gemm.py (AMX tdpbf16ps tile
-products), where the CPU has AMX BF16 and Linux grants the tile state.
+products), where the CPU has AMX BF16 and Linux grants the tile state; 02 = kernels/cpu/bf16_gemm.py
+(AVX-512 BF16 vdpbf16ps on a 12 x 32 register tile), where the CPU has AVX-512 BF16 (Zen 4,
+Cooper Lake, Sapphire Rapids and later).
 
 Inputs: A and B drawn as small integers in [-3, 3] times powers of two (exact in bf16), so every
 product and every fp32 partial sum of K <= 2^16 terms is exact: the result is checked exactly
@@ -17,7 +19,8 @@ Work: 2 M N K FLOPs over 2 (M K + K N) bytes read and 4 M N written.
 
 Napkin (1 core at 3 GHz): AMX 1024 bf16 FLOP/cycle = 3.1 TFLOP/s (Intel's figure; measured
 here nearer 0.75 of it, ``rooflab run`` prints this machine's), the 2048^3 product 17.2 GFLOP in
-5.6 ms at that rate; FP32 FMA zmm 64 FLOP/cycle = 192 GFLOP/s, 90 ms.
+5.6 ms at that rate; FP32 FMA zmm 64 FLOP/cycle = 192 GFLOP/s, 90 ms; vdpbf16ps zmm 64 FLOP/cycle
+on Zen 4 (twice its FP32 rate), 32 on Intel (half).
 
 Run: ``rooflab run --suite bgemm``.
 """
@@ -29,11 +32,13 @@ import numpy as np
 from ..errors import RooflabError
 from ..kernels.cpu import amx as AMX
 from ..kernels.cpu import amx_gemm as AG
+from ..kernels.cpu import bf16_gemm as BG
 from ..kernels.cpu.bf16 import from_bf16, to_bf16
 from ..registry import Case, Variant, register
 from ..threads import resolve_threads, use_threads
 from ..work import Work
 from .qgemm import PerWeight  # packed once per weight array, as the INT8 rungs are
+from .unit_peak import peak_case
 
 FAMILY = "bgemm"
 
@@ -119,6 +124,26 @@ def _amx_bf16(A, B, reps=1, threads=None):
     return C
 
 
+def _avx512_pack(B):
+    """B's vdpbf16ps panels, once per weight matrix; the unit is checked here, not in every timed call."""
+    why = BG.available()
+    if why:
+        raise RooflabError(f"cpu.bgemm.02-avx512-dpbf16ps: {why}")
+    return BG.pack(B)
+
+
+_avx512_packed = PerWeight(_avx512_pack)
+
+
+def _avx512_bf16(A, B, reps=1, threads=None):
+    _check("cpu.bgemm.02-avx512-dpbf16ps", A, B)
+    Bp = _avx512_packed(B)  # raises where the CPU has no AVX-512 BF16
+    C = np.empty((A.shape[0], B.shape[1]), np.float32)
+    for _ in range(int(reps)):
+        BG.gemm_bf16(A, Bp, B.shape[1], C, threads=resolve_threads(threads))
+    return C
+
+
 def library() -> str:
     """The variant 0 registered here: torch's bf16 matmul when torch imports, else numpy FP32."""
     return "00-torch-bf16" if _torch() is not None else "00-numpy-fp32"
@@ -140,6 +165,17 @@ register(
         **_COMMON,
     )
 )
+register(
+    Variant(
+        name=f"cpu.{FAMILY}.02-avx512-dpbf16ps",
+        number=2,
+        kernel=_avx512_bf16,
+        description=f"AVX-512 BF16 vdpbf16ps, {BG.MR}x{BG.NR} fp32 register tile, B packed once in k-pair panels",
+        **_COMMON,
+    )
+)
+
+RUNG_UNIT = {"01-amx-tdpbf16ps": "amx-bf16", "02-avx512-dpbf16ps": "bf16-avx512"}  # lowprec's peak of each
 
 SHAPES = (
     ("square 256", {"M": 256, "N": 256, "K": 256}, True),
@@ -150,10 +186,13 @@ SHAPES = (
 
 
 def cases(quick: bool = False, threads: list[int] | None = None, device: str = "cpu") -> list[Case]:
-    """Variant 0 and, where this CPU runs it, the AMX rung, at every shape and thread count."""
+    """Variant 0 and the rungs this CPU runs (AMX, AVX-512 BF16), at every shape and thread count."""
     threads = sorted(set(threads or [1]))
     names = [library(), *(() if AMX.available("bf16") else ("01-amx-tdpbf16ps",))]
-    out = []
+    names += [] if BG.available() else ["02-avx512-dpbf16ps"]
+    # each rung's unit peak first, at the same thread counts: the report gives "% of unit peak"
+    units = dict.fromkeys(RUNG_UNIT[v] for v in names if v in RUNG_UNIT)
+    out = [peak_case(u, t, f"cpu.lowprec.{u} unit peak") for u in units for t in threads]
     for label, s, in_quick in SHAPES:
         if quick and not in_quick:
             continue
@@ -166,7 +205,7 @@ def cases(quick: bool = False, threads: list[int] | None = None, device: str = "
                         dtype="uint16",
                         threads=t,
                         label=f"cpu.{FAMILY}.{v} bf16 {s['M']}x{s['N']}x{s['K']} ({label})",
-                        meta={"shape": dict(s), "shape_label": label},
+                        meta={"shape": dict(s), "shape_label": label, "unit": RUNG_UNIT.get(v)},
                     )
                 )
     return out

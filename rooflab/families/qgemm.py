@@ -48,10 +48,12 @@ from ..kernels.cpu import amx_gemm as AG
 from ..kernels.cpu import qgemm_i8 as I8
 from ..kernels.cpu import qgemm_w as WQ
 from ..kernels.cpu import qgemm_w4a8 as W4A8
+from ..kernels.cpu.simd_q import BITS as SIMD_BITS
 from ..kernels.cpu.simd_q import DOT_PATH
 from ..registry import Case, Variant, register
 from ..threads import resolve_threads
 from ..work import Work
+from .unit_peak import peak_case
 
 FAMILY = "qgemm"
 BLOCK = WQ.BLOCK
@@ -470,14 +472,28 @@ NBITS_SHAPES = (
 )
 
 
+# the lowprec unit whose peak an INT8 rung runs on (rooflab/families/lowprec.py); the AVX2 sequence
+# at 512 bits (an AVX-512 CPU without VNNI) has no peak kernel of its width
+RUNG_UNIT = {
+    "01-packed-dpbusd": {"vnni-512": "int8-vnni", "avx2": "int8-avx2" if SIMD_BITS == 256 else None}.get(DOT_PATH),
+    "02-amx-tdpbusd": "amx-int8",
+}
+
+
 def cases(quick: bool = False, threads: list[int] | None = None, device: str = "cpu") -> list[Case]:
     """INT8 GEMMs and the 4-/8-bit GEMVs (prefill too in the full run) at every thread count."""
     threads = sorted(set(threads or [1]))
-    out = []
+    int8 = ("00-ort-matmulinteger", "01-packed-dpbusd", *(() if AMX.available("int8") else ("02-amx-tdpbusd",)))
+    # each INT8 rung's unit peak first, at the same thread counts: the report gives "% of unit peak"
+    out = [
+        peak_case(u, t, f"cpu.lowprec.{u} unit peak")
+        for u in dict.fromkeys(filter(None, map(RUNG_UNIT.get, int8)))
+        for t in threads
+    ]
     for name, s, in_quick in INT8_SHAPES:
         if quick and not in_quick:
             continue
-        for v in ("00-ort-matmulinteger", "01-packed-dpbusd", *(() if AMX.available("int8") else ("02-amx-tdpbusd",))):
+        for v in int8:
             out += [_case(v, s, "uint8", t, name, "int8 x int8") for t in threads]
     for name, s, in_quick in NBITS_SHAPES:
         if quick and not in_quick:
@@ -535,5 +551,5 @@ def _case(v, s, dtype, t, name, what) -> Case:
         dtype=dtype,
         threads=t,
         label=f"cpu.{FAMILY}.{v} {what} {M}x{N}x{K} ({name})",
-        meta={"shape": dict(s), "shape_label": name},
+        meta={"shape": dict(s), "shape_label": name, "unit": RUNG_UNIT.get(v)},
     )
