@@ -51,7 +51,7 @@ def test_b_and_a_are_packed_in_k_pairs():
         assert w[p, g, j] == lo | (hi << 16)
     A = rng.integers(0, 2**16, (13, 5), dtype=np.uint16)
     Ap = np.zeros(24 * kg, np.int32)
-    G.pack_a(A, Ap, 24)
+    G.pack_a_words(A, Ap.view(np.uint16), 24)
     a = Ap.view(np.uint32).reshape(2, kg, G.MR)
     assert a[1, 2, 0] == A[12, 4] and a[0, 1, 3] == int(A[3, 2]) | (int(A[3, 3]) << 16) and a[1, 0, 1] == 0
 

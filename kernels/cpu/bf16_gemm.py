@@ -1,12 +1,12 @@
 """BF16 GEMM on AVX-512 BF16: C (fp32, M x N) = A (bf16, M x K) @ B (bf16, K x N), fp32 accumulation,
 one ``vdpbf16ps`` zmm per 16 x 2 products (pairs of bf16 along K summed into each fp32 lane).
 
-The int8 rung's layout (kernels/cpu/qgemm_i8.py) with K cut into pairs instead of quads: B goes into
-NR-column panels of 32-bit words, word (g, j) holding B[2g, j] (low half) and B[2g+1, j] (high
-half); A into MR-row panels of words A[i, 2g:2g+2], k-pair major, broadcast one word per row. The
-micro-kernel (generated below from qgemm_ukr.ukr_source, kind "bf16") keeps a 12 x 2v tile of fp32
-accumulators: 24 accumulators + 2 B vectors + 1 broadcast of the 32 zmm registers, 24 vdpbf16ps per
-2 loads and 12 broadcasts.
+The int8 rung's layout, packed by its word packers (kernels/cpu/qgemm_i8.py), with K cut into pairs
+instead of quads: B goes into NR-column panels of 32-bit words, word (g, j) holding B[2g, j] (low
+half) and B[2g+1, j] (high half); A into MR-row panels of words A[i, 2g:2g+2], k-pair major,
+broadcast one word per row. The micro-kernel (generated below from qgemm_ukr.ukr_source, kind
+"bf16") keeps a 12 x 2v tile of fp32 accumulators: 24 accumulators + 2 B vectors + 1 broadcast of
+the 32 zmm registers, 24 vdpbf16ps per 2 loads and 12 broadcasts.
 
 Loop nest: N panels (NR = 32 columns, split over threads) -> row tiles (MR = 12) -> all of K. A B
 panel (K x 32 x 2 bytes: 128 KiB at K = 2048) stays in L2 while every row tile of A passes.
@@ -29,6 +29,7 @@ from numba.extending import intrinsic
 
 from . import simd
 from .asm_loop import missing
+from .qgemm_i8 import word_packers
 from .qgemm_ukr import ukr_source
 from .simd_q import _VF, _VI, ILANES, ibcast, iload
 
@@ -36,6 +37,7 @@ vstore, vzero = simd.vstore, simd.vzero
 MR, NV = 12, 2
 NR = NV * ILANES
 INSTRUCTION = "vdpbf16ps zmm"
+pack_b_words, pack_a_words = word_packers(2, MR, NR)
 
 
 def available(features: str | None = None, bits: int | None = None) -> str | None:
@@ -60,38 +62,6 @@ def dpbf16ps(typingctx, acc, a, b):
         return builder.asm(fnty, "vdpbf16ps $2, $1, $0", "=v,v,v,0", [a_v, b_v, acc_v], side_effect=False)
 
     return _VF(acc, a, b), codegen
-
-
-# ---- packing -----------------------------------------------------------------------------------
-@njit(cache=True)
-def pack_b(B, Bp, Np):
-    """Bp[p][g][j] = B[2g, p*NR + j] | B[2g+1, p*NR + j] << 16 (bf16 bit patterns, zero-padded)."""
-    K, N = B.shape
-    kg = Bp.shape[0] // Np
-    half = Bp.view(np.uint16)
-    for n in range(Np):
-        p, j = n // NR, n % NR
-        for g in range(kg):
-            base = ((p * kg + g) * NR + j) * 2
-            for t in range(2):
-                k = 2 * g + t
-                half[base + t] = B[k, n] if (k < K and n < N) else np.uint16(0)
-
-
-@njit(cache=True)
-def pack_a(A, Ap, Mp):
-    """Ap[t][g][r] = A[t*MR + r, 2g:2g+2] as one word (zero-padded): an MR-row panel read k-pair by
-    k-pair through one pointer, as the micro-kernel broadcasts it."""
-    M, K = A.shape
-    kg = Ap.shape[0] // Mp
-    half = Ap.view(np.uint16)
-    for i in range(M):
-        t, r = i // MR, i % MR
-        for g in range(kg):
-            base = ((t * kg + g) * MR + r) * 2
-            for u in range(2):
-                k = 2 * g + u
-                half[base + u] = A[i, k] if k < K else np.uint16(0)
 
 
 # ---- the loop nest -----------------------------------------------------------------------------
@@ -119,7 +89,7 @@ def pack(B: np.ndarray) -> np.ndarray:
     K, N = B.shape
     kg, Np = _ceil(max(K, 1), 2) // 2, _ceil(max(N, 1), NR)
     Bp = np.empty(kg * Np, np.int32)
-    pack_b(B, Bp, Np)
+    pack_b_words(B, Bp.view(np.uint16), Np)
     return Bp
 
 
@@ -130,7 +100,7 @@ def gemm_bf16(A: np.ndarray, Bp: np.ndarray, N: int, C: np.ndarray, threads: int
     kg = Bp.shape[0] // Np
     Mp = _ceil(max(M, 1), MR)
     Ap = np.zeros(Mp * kg, np.int32)
-    pack_a(A, Ap, Mp)
+    pack_a_words(A, Ap.view(np.uint16), Mp)
     direct = M == Mp and N == Np and C.flags.c_contiguous
     Cp = C if direct else np.empty((Mp, Np), np.float32)
     gemm_panels(Ap, Bp, Cp, max(1, min(int(threads), Np // NR)))
