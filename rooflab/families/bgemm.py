@@ -38,7 +38,7 @@ from ..registry import Case, Variant, register
 from ..threads import resolve_threads, use_threads
 from ..work import Work
 from .qgemm import PerWeight  # packed once per weight array, as the INT8 rungs are
-from .unit_peak import peak_case
+from .unit_peak import peak_cases
 
 FAMILY = "bgemm"
 
@@ -191,8 +191,7 @@ def cases(quick: bool = False, threads: list[int] | None = None, device: str = "
     names = [library(), *(() if AMX.available("bf16") else ("01-amx-tdpbf16ps",))]
     names += [] if BG.available() else ["02-avx512-dpbf16ps"]
     # each rung's unit peak first, at the same thread counts: the report gives "% of unit peak"
-    units = dict.fromkeys(RUNG_UNIT[v] for v in names if v in RUNG_UNIT)
-    out = [peak_case(u, t, f"cpu.lowprec.{u} unit peak") for u in units for t in threads]
+    out = peak_cases((RUNG_UNIT[v] for v in names if v in RUNG_UNIT), threads)
     for label, s, in_quick in SHAPES:
         if quick and not in_quick:
             continue

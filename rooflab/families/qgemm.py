@@ -53,7 +53,7 @@ from ..kernels.cpu.simd_q import DOT_PATH
 from ..registry import Case, Variant, register
 from ..threads import resolve_threads
 from ..work import Work
-from .unit_peak import peak_case
+from .unit_peak import peak_cases
 
 FAMILY = "qgemm"
 BLOCK = WQ.BLOCK
@@ -485,11 +485,7 @@ def cases(quick: bool = False, threads: list[int] | None = None, device: str = "
     threads = sorted(set(threads or [1]))
     int8 = ("00-ort-matmulinteger", "01-packed-dpbusd", *(() if AMX.available("int8") else ("02-amx-tdpbusd",)))
     # each INT8 rung's unit peak first, at the same thread counts: the report gives "% of unit peak"
-    out = [
-        peak_case(u, t, f"cpu.lowprec.{u} unit peak")
-        for u in dict.fromkeys(filter(None, map(RUNG_UNIT.get, int8)))
-        for t in threads
-    ]
+    out = peak_cases(filter(None, map(RUNG_UNIT.get, int8)), threads)
     for name, s, in_quick in INT8_SHAPES:
         if quick and not in_quick:
             continue

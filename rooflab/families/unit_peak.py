@@ -10,6 +10,8 @@ Napkin math: vpdpbusd zmm = 64 u8 x s8 products = 128 int8 ops per cycle per por
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ..registry import Case
 
 
@@ -26,3 +28,8 @@ def peak_case(unit: str, threads: int, label: str | None = None) -> Case:
         meta={"kernel": "lowprec", "unit": unit, "instruction": LOWPREC_INSTRUCTION[unit]},
         timing={"unit_clock": True},
     )
+
+
+def peak_cases(units: Iterable[str], threads: list[int]) -> list[Case]:
+    """Each unit's peak (once, in order) at every thread count, as a GEMM family runs it beside its rungs."""
+    return [peak_case(u, t, f"cpu.lowprec.{u} unit peak") for u in dict.fromkeys(units) for t in threads]
