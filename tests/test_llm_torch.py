@@ -157,3 +157,39 @@ def test_torch_check_end_to_end(quick_result, tiny, tmp_path, capsys):
 
     page = build([json.loads(open(d["files"][0]).read())])
     assert "Against torch" in page
+
+
+def test_a_bf16_model_is_built_in_bf16_verified_and_a_wrong_cache_is_caught(tiny):
+    llm_torch = _torch()
+    import torch
+
+    model = llm_torch.build(tiny, dtype="bfloat16")
+    assert next(model.parameters()).dtype == torch.bfloat16
+    assert llm_torch.verify(model, TINY["vocab_size"]) < llm_torch.VERIFY_TOL["bfloat16"]
+    for mangle in (_swap_kv, _drop_first):
+        with pytest.raises(RooflabError, match="decode after prefill differs"):
+            llm_torch.verify(model, TINY["vocab_size"], mangle=mangle)
+
+
+def test_a_dtype_the_check_does_not_build_is_one_line(tiny, tmp_path, capsys):
+    _torch()
+    out = tmp_path / "r"
+    rc = cli.main(
+        ["llm", tiny, "--prompt", "8", "--context", "16", "--dtype", "float16", "--runtime", "torch", "--out", str(out)]
+    )
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "float32 or bfloat16" in err
+    assert not out.exists()
+
+
+def test_the_runtime_prediction_takes_torchs_own_kernels_where_they_were_timed():
+    from rooflab.models.llm_torch import runtime_prediction
+
+    ops = [
+        {"library_variant": "cpu.bgemm.00-torch-bf16", "seconds": 1.0, "library_seconds": 1.6, "count": 24, "mult": 1},
+        {"library_variant": "cpu.llm.rmsnorm.00-numpy", "seconds": 0.1, "library_seconds": 0.3, "count": 49, "mult": 1},
+        {"library_variant": None, "seconds": 0.5, "library_seconds": 0.5, "count": 1, "mult": 1},  # predicted
+    ]
+    t, n = runtime_prediction({"ops": ops})
+    assert n == 1 and t == pytest.approx(1.6 * 24 + 0.1 * 49 + 0.5)

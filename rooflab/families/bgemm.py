@@ -1,8 +1,9 @@
 """Family `bgemm`: the BF16 rungs of the GEMM ladder, C (fp32, M x N) = A (bf16, M x K) @ B (bf16, K x N),
 fp32 accumulation, on the units a CPU has for it.
 
-Variant 0 is the library, whichever is installed: torch's ``matmul`` on bfloat16 tensors
-(``00-torch-bf16``: oneDNN, which runs AMX where the CPU has it), else numpy's FP32 BLAS on the same
+Variant 0 is the library, whichever is installed: torch's bf16 GEMM as an ``nn.Linear`` layer runs it
+(``00-torch-bf16``: ``F.linear`` on the weights stored (N, K), made once per weight array; oneDNN,
+which runs AMX where the CPU has it), else numpy's FP32 BLAS on the same
 values (``00-numpy-fp32``, labelled as such: a BLAS with no bf16 path, so "% of library" then says
 how the bf16 units compare with the FP32 ones). 01 = kernels/cpu/amx_gemm.py (AMX tdpbf16ps tile
 products), where the CPU has AMX BF16 and Linux grants the tile state; 02 = kernels/cpu/bf16_gemm.py
@@ -52,23 +53,29 @@ def _torch():
 
 
 def inputs(size, dtype=None, seed: int = 0, **_) -> tuple:
+    """(A, B) as bf16 bit patterns; with a model op's ``bias`` (a linear layer's, an LLM's q/k/v),
+    also the bias, fp32 (as torch keeps a bf16 Linear's bias in bf16: values exact in both)."""
     s = dict(size) if isinstance(size, dict) else {"M": int(size), "N": int(size), "K": int(size)}
     rng = np.random.default_rng(seed)
 
     def values(shape):  # small integers x 2^e: exact in bf16, products and sums exact in fp32
         return (rng.integers(-3, 4, shape) * np.exp2(rng.integers(-2, 3, shape))).astype(np.float32)
 
-    return to_bf16(values((s["M"], s["K"]))), to_bf16(values((s["K"], s["N"])))
+    out = (to_bf16(values((s["M"], s["K"]))), to_bf16(values((s["K"], s["N"]))))
+    return (*out, values((s["N"],))) if s.get("bias") else out
 
 
-def reference(A, B, **_) -> np.ndarray:
-    return from_bf16(A).astype(np.float64) @ from_bf16(B).astype(np.float64)
+def reference(A, B, bias=None, **_) -> np.ndarray:
+    C = from_bf16(A).astype(np.float64) @ from_bf16(B).astype(np.float64)
+    return C if bias is None else C + bias
 
 
-def work(A, B, reps=1, **_) -> Work:
+def work(A, B, bias=None, reps=1, **_) -> Work:
     M, K = A.shape
     N = B.shape[1]
-    return Work(flops=2.0 * M * N * K, bytes_read=2 * (M * K + K * N), bytes_written=4 * M * N).scaled(reps)
+    read = 2 * (M * K + K * N) + (4 * N if bias is not None else 0)
+    return Work(flops=2.0 * M * N * K + (M * N if bias is not None else 0), bytes_read=read,
+                bytes_written=4 * M * N).scaled(reps)  # fmt: skip
 
 
 def _check(name, A, B):
@@ -79,7 +86,22 @@ def _check(name, A, B):
         raise RooflabError(f"{name}: inner dimensions differ: A is {A.shape}, B is {B.shape}")
 
 
-def _torch_bf16(A, B, reps=1, threads=None):
+def _torch_weight(B):
+    """B as torch.nn.Linear keeps its weight, (N, K) row-major bf16, once per weight array: Qwen2-0.5B's
+    decode GEMMs took 103 ms through torch.matmul on (K, N) arrays, 74 ms through F.linear on (N, K)
+    (the model's own Linear layers: 65-77 ms of aten::mm and addmm in torch's profile)."""
+    torch = _torch()
+    return torch.from_numpy(np.ascontiguousarray(B.T).view(np.int16)).view(torch.bfloat16)
+
+
+def _torch_bias(bias):
+    return _torch().from_numpy(bias).to(_torch().bfloat16)
+
+
+_torch_weights, _torch_biases = PerWeight(_torch_weight), PerWeight(_torch_bias)
+
+
+def _torch_bf16(A, B, bias=None, reps=1, threads=None):
     torch = _torch()
     _check("cpu.bgemm.00-torch-bf16", A, B)
     n = resolve_threads(threads)
@@ -87,20 +109,23 @@ def _torch_bf16(A, B, reps=1, threads=None):
     torch.set_num_threads(n)
     try:
         a = torch.from_numpy(A.view(np.int16)).view(torch.bfloat16)
-        b = torch.from_numpy(B.view(np.int16)).view(torch.bfloat16)
-        for _ in range(int(reps)):
-            c = torch.matmul(a, b)  # bf16 out, as torch gives it (its accumulation is fp32)
+        w = _torch_weights(B)
+        bb = None if bias is None else _torch_biases(bias)
+        for _ in range(int(reps)):  # bf16 out, as torch gives it (its accumulation is fp32)
+            c = torch.nn.functional.linear(a, w, bb)
         return c.float().numpy()
     finally:
         torch.set_num_threads(before)
 
 
-def _numpy_fp32(A, B, reps=1, threads=None):
+def _numpy_fp32(A, B, bias=None, reps=1, threads=None):
     _check("cpu.bgemm.00-numpy-fp32", A, B)
     a, b = from_bf16(A), from_bf16(B)
     with use_threads(resolve_threads(threads)):
         for _ in range(int(reps)):
             c = a @ b
+            if bias is not None:
+                c += bias
     return c
 
 
@@ -115,12 +140,14 @@ def _amx_pack(B):
 _amx_packed = PerWeight(_amx_pack)
 
 
-def _amx_bf16(A, B, reps=1, threads=None):
+def _amx_bf16(A, B, bias=None, reps=1, threads=None):
     _check("cpu.bgemm.01-amx-tdpbf16ps", A, B)
     Bp = _amx_packed(B)  # raises where the CPU or Linux refuses AMX BF16
     C = np.empty((A.shape[0], B.shape[1]), np.float32)
     for _ in range(int(reps)):
         AG.matmul(A, Bp, B.shape[1], "bf16", threads=resolve_threads(threads), out=C)
+        if bias is not None:
+            C += bias
     return C
 
 
@@ -135,13 +162,25 @@ def _avx512_pack(B):
 _avx512_packed = PerWeight(_avx512_pack)
 
 
-def _avx512_bf16(A, B, reps=1, threads=None):
+def _avx512_bf16(A, B, bias=None, reps=1, threads=None):
     _check("cpu.bgemm.02-avx512-dpbf16ps", A, B)
     Bp = _avx512_packed(B)  # raises where the CPU has no AVX-512 BF16
     C = np.empty((A.shape[0], B.shape[1]), np.float32)
     for _ in range(int(reps)):
         BG.gemm_bf16(A, Bp, B.shape[1], C, threads=resolve_threads(threads))
+        if bias is not None:
+            C += bias
     return C
+
+
+def unit() -> str | None:
+    """The BF16 unit a bfloat16 model GEMM runs on here (AMX where Linux grants it, else AVX-512
+    BF16), or None: then no bgemm variant takes model ops and a bf16 GEMM runs in float32, as before."""
+    if not AMX.available("bf16"):
+        return "amx-bf16"
+    if not BG.available():
+        return "bf16-avx512"
+    return None
 
 
 def library() -> str:
@@ -149,10 +188,14 @@ def library() -> str:
     return "00-torch-bf16" if _torch() is not None else "00-numpy-fp32"
 
 
-_COMMON = dict(family=FAMILY, device="cpu", reference=reference, work=work, inputs=inputs, roles=("threaded",))
+# a model's bfloat16 GEMM (an LLM's linear layers under `rooflab llm --dtype bfloat16`, a bf16 op of
+# OPS.json) runs on these variants where the CPU has a BF16 unit: op "gemm", dtype bfloat16 only
+_MODEL_OP = dict(op="gemm", dtypes=("bfloat16",)) if unit() else {}
+_COMMON = dict(family=FAMILY, device="cpu", reference=reference, work=work, inputs=inputs, roles=("threaded",),
+               **_MODEL_OP)  # fmt: skip
 if library() == "00-torch-bf16":
     register(Variant(name=f"cpu.{FAMILY}.00-torch-bf16", number=0, kernel=_torch_bf16,
-                     description="torch.matmul on bfloat16 (oneDNN: AMX where the CPU has it)", result_dtype=lambda *a, **k: "bfloat16", **_COMMON))  # fmt: skip
+                     description="torch.nn.functional.linear on bfloat16, weights (N, K) as nn.Linear keeps them (oneDNN: AMX where the CPU has it)", result_dtype=lambda *a, **k: "bfloat16", **_COMMON))  # fmt: skip
 else:
     register(Variant(name=f"cpu.{FAMILY}.00-numpy-fp32", number=0, kernel=_numpy_fp32,
                      description="numpy FP32 BLAS on the same bf16 values (torch is not installed: no bf16 library here)", **_COMMON))  # fmt: skip

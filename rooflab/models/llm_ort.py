@@ -233,6 +233,11 @@ def lines(c: dict) -> list[str]:
         out.append(
             f"    {phase}: {name} measured {p['measured_s'] * 1e3:.2f} ms, rooflab predicted {p['predicted_s'] * 1e3:.2f} ms "
             f"({p['error_pct']:+.0f}%: {'slower' if p['error_pct'] >= 0 else 'faster'} than measured), roofs {p['roof_s'] * 1e3:.2f} ms"
+            + (
+                f"; predicted with {p['predicted_how']} (rooflab's best kernels: {p['predicted_best_s'] * 1e3:.2f} ms)"
+                if p.get("predicted_best_s") is not None and abs(p["predicted_best_s"] - p["predicted_s"]) > 1e-9
+                else ""
+            )
         )
         if "graph_kv_copy_s" in p:
             out.append(

@@ -26,7 +26,7 @@ def llm_section(d: dict) -> str:
     p = s["params"]
     head = (
         f"<h2>LLM: {_esc(s['config'])}</h2><p>{_esc(s['arch'])}. {p['total']:,} parameters ({p['active']:,} active "
-        f"per token); requested {_esc(s['dtype_requested'])}, executed {_esc(s.get('dtype_executed'))}, "
+        f"per token); requested {_esc(s['dtype_requested'])}, executed {_esc(s.get('dtype_note') or s.get('dtype_executed'))}, "
         f"{_esc(s.get('threads'))} threads. Times are sums of per-op times measured at each op's real shape "
         f"(cold where weights or the KV cache stream from memory); ops marked predicted come from the roofs.</p>"
     )

@@ -92,11 +92,12 @@ def _key(op: dict) -> tuple:
 
 
 def predict(op: dict, roofs: place.Roofs, cold: bool, dtype: str | None = None) -> dict:
-    """The roofs' time for ``op`` (at ``dtype``'s bytes when given): max(F/peak, B/BW, latency)."""
-    o = dict(op, dtype=dtype or op["dtype"])
+    """The roofs' time for ``op`` at the dtype it executes in here (at ``dtype``'s bytes when given):
+    max(F/peak, B/BW, latency)."""
+    o = dict(op, dtype=dtype or executable(op["dtype"], roofs.device, op["kind"]))
     F, B = flops(o), min_bytes(o)
     written = min(B, output_bytes(o))
-    exec_dtype = o["dtype"] if o["dtype"] in ("float32", "float64") or roofs.device == "cuda" else "float32"
+    exec_dtype = executable(o["dtype"], roofs.device, o["kind"])
     peak = roofs.peak(place.compute_dtype(o, roofs) if o["kind"] in QGEMM else exec_dtype)["value"] * 1e9
     mem = roofs.memory(B - written, written, cold)["value"] * 1e9
     lat = roofs.latency(f"library-{roofs.device}")
@@ -154,9 +155,40 @@ def measure_distinct(ops_all, roofs, *, device, threads, quick, machine, own, ex
     return out
 
 
-def executable(dtype: str, device: str) -> str:
-    """The dtype an op runs in here: the CPU paths have no fp16/bf16 arithmetic (float32 instead)."""
-    return dtype if dtype in ("float32", "float64") or device == "cuda" else "float32"
+def executable(dtype: str, device: str, kind: str = "gemm") -> str:
+    """The dtype an op of ``kind`` runs in here. CUDA: its own. The CPU: float32 and float64 as
+    asked; a bfloat16 GEMM (the linear layers, the LM head) on the CPU's BF16 unit where it has one
+    (AMX or AVX-512 BF16: the bgemm family, which then executes model GEMMs); every other
+    bfloat16 or float16 op in float32, as rooflab's CPU kernels run it."""
+    if device == "cuda" or dtype in ("float32", "float64"):
+        return dtype
+    if dtype == "bfloat16" and kind == "gemm":
+        from ..families import bgemm
+
+        if bgemm.unit():
+            return "bfloat16"
+    return "float32"
+
+
+def executed_ops(ops_list: list[dict], device: str) -> list[dict]:
+    """The ops at the dtype each runs in here (executable): what their bytes and FLOPs count."""
+    return [dict(o, dtype=executable(o["dtype"], device, o["kind"])) for o in ops_list]
+
+
+def dtype_note(requested: str, device: str) -> str | None:
+    """One line saying how a requested dtype runs here, None where it runs as asked."""
+    gemm = executable(requested, device, "gemm")
+    other = executable(requested, device, "add")
+    if gemm == other == requested:
+        return None
+    if gemm == requested:
+        from ..families import bgemm
+
+        return (
+            f"{requested} GEMMs on the {bgemm.unit()} unit (the bgemm family's rungs, torch's bf16 Linear as the "
+            f"library); the other ops in {other}, as rooflab's CPU kernels run them"
+        )
+    return f"executed as {other} (no {requested} arithmetic on this device)"
 
 
 def dram_read(roofs) -> float:
@@ -167,7 +199,7 @@ def dram_read(roofs) -> float:
 def _time(entry: dict, cold: bool, roofs) -> tuple[float, float, dict, bool]:
     """(library time, best time, the record placed, predicted?) for one use of an op."""
     if entry["library"] is None:
-        p = predict(entry["op"], roofs, cold, executable(entry["op"]["dtype"], roofs.device))
+        p = predict(entry["op"], roofs, cold)
         return p["seconds"], p["seconds"], p, True
     recs = [r for r in (entry["library"], entry["own"]) if r is not None]
 
@@ -179,13 +211,9 @@ def _time(entry: dict, cold: bool, roofs) -> tuple[float, float, dict, bool]:
     return t(entry["library"]), t(best), {**best, **placed}, False
 
 
-def stored_weight_bytes(ops_list, exec_dtype: str) -> float:
-    """Bytes of weights a phase reads: fp32 GEMMs at the executed dtype, quantized ones as stored."""
-    total = 0.0
-    for o in ops_list:
-        n = o["count"] * o["mult"]
-        total += n * weight_bytes(dict(o, dtype=exec_dtype) if o["kind"] == "gemm" else o)
-    return total
+def stored_weight_bytes(ops_list, device: str) -> float:
+    """Bytes of weights a phase reads: float GEMMs at their executed dtype, quantized ones as stored."""
+    return sum(o["count"] * o["mult"] * weight_bytes(o) for o in executed_ops(ops_list, device))
 
 
 def graph_kv_copy_s(arch, context: int, threads: int, roofs, machine, quick: bool, cold: bool) -> float:
@@ -222,10 +250,9 @@ def assemble(phase_sets, measured, roofs, machine, device, dtype_req) -> list[di
     rows = []
     for s in phase_sets:
         ops_list = s["ops"]
-        tot = llm.totals(ops_list)
-        exec_dtype = executable(ops_list[0]["dtype"], device)
-        tot = llm.totals(ops_list, ITEMSIZE[exec_dtype])  # bytes moved at the executed dtype
-        phase_cold = stored_weight_bytes(ops_list, exec_dtype) > llc
+        exec_dtype = executable(ops_list[0]["dtype"], device, "gemm")  # the GEMMs': the MFU's peak
+        tot = llm.totals(executed_ops(ops_list, device))  # bytes moved at the executed dtypes
+        phase_cold = stored_weight_bytes(ops_list, device) > llc
         t_lib = t_best = roof = roof_req = 0.0
         by_cls, by_bound, oprows, predicted = {}, {}, [], []
         for o in ops_list:
@@ -234,7 +261,7 @@ def assemble(phase_sets, measured, roofs, machine, device, dtype_req) -> list[di
             tl, tb, rec, pred = _time(measured[_key(o)], cold, roofs)
             t_lib += tl * n
             t_best += tb * n
-            roof += predict(o, roofs, cold, exec_dtype)["seconds"] * n
+            roof += predict(o, roofs, cold)["seconds"] * n
             roof_req += predict(o, roofs, cold, dtype_req)["seconds"] * n
             by_cls[o["cls"]] = by_cls.get(o["cls"], 0.0) + tb * n
             by_bound[rec["class"]] = by_bound.get(rec["class"], 0.0) + tb * n
@@ -247,6 +274,7 @@ def assemble(phase_sets, measured, roofs, machine, device, dtype_req) -> list[di
                     "total_s": tb * n, "flops": flops(o), "bytes_min": min_bytes(o), "class": rec["class"],
                     "pct_of_roof": rec["pct_of_roof"], "impl": rec.get("impl", "roofs"), "predicted": pred,
                     "intensity": rec["intensity"],
+                    "library_variant": (measured[_key(o)]["library"] or {}).get("variant"),
                 }
             )  # fmt: skip
         peak = roofs.peak(exec_dtype)["value"] * 1e9
@@ -259,7 +287,7 @@ def assemble(phase_sets, measured, roofs, machine, device, dtype_req) -> list[di
             "flops": tot["flops"], "bytes_min": tot["bytes"], "mbu": tot["bytes"] / t_best / bw,
             "mfu": tot["flops"] / t_best / peak, "share_by_op_class": {k: 100 * v / t_best for k, v in by_cls.items()},
             "share_by_bound": {k: 100 * v / t_best for k, v in by_bound.items()}, "predicted_ops": predicted,
-            "weights_cold": phase_cold, "weight_bytes": stored_weight_bytes(ops_list, exec_dtype), "ops": oprows,
+            "weights_cold": phase_cold, "weight_bytes": stored_weight_bytes(ops_list, device), "ops": oprows,
         }  # fmt: skip
         rows.append(row)
     return rows
@@ -269,19 +297,20 @@ def curves(arch, roofs, dtype: str, batch0: int, context0: int, prompt: int, wei
     """Decode tokens/s against batch and against context as the memory and compute roofs allow
     (analytic: every op's F and B summed; each op's FLOPs on its own compute roof, so a 4-bit GEMV
     on the W4 roof), and the batch where decode turns compute-bound."""
-    exec_dtype = executable(dtype, roofs.device)
+    exec_dtype = executable(dtype, roofs.device, "gemm")
     peak = roofs.peak(exec_dtype)["value"] * 1e9
     bw = dram_read(roofs)
 
     def compute_s(ops_list) -> float:
         total = 0.0
         for o in ops_list:
-            p = roofs.peak(place.compute_dtype(o, roofs)) if o["kind"] in QGEMM else None
-            total += flops(o) * o["count"] * o["mult"] * o.get("flop_scale", 1.0) / (p["value"] * 1e9 if p else peak)
+            p = roofs.peak(place.compute_dtype(o, roofs) if o["kind"] in QGEMM else o["dtype"])
+            total += flops(o) * o["count"] * o["mult"] * o.get("flop_scale", 1.0) / (p["value"] * 1e9)
         return total
 
     def point(B, L):
-        ops_list = llm.phase_ops(arch, "decode", batch=B, context=L, dtype=exec_dtype, weights=weights)
+        ops_list = llm.phase_ops(arch, "decode", batch=B, context=L, dtype=dtype, weights=weights)
+        ops_list = executed_ops(ops_list, roofs.device)
         t = llm.totals(ops_list)
         return {"memory_tokens_per_s": B / (t["bytes"] / bw), "compute_tokens_per_s": B / compute_s(ops_list)}
 
@@ -338,10 +367,10 @@ def lines(summary: dict) -> list[str]:
         out.append(f"  weights: {s['weights']}")
     if s.get("unknown_fields"):
         out.append(f"  config fields rooflab does not read (placed without them): {', '.join(s['unknown_fields'])}")
-    if s["dtype_requested"] != s["dtype_executed"] and s.get("rows"):
+    if s.get("dtype_note") and s.get("rows"):
         out.append(
-            f"  requested {s['dtype_requested']}, executed as {s['dtype_executed']} (no {s['dtype_requested']} "
-            f"arithmetic on this device); the roofs' prediction at {s['dtype_requested']} bytes is given beside"
+            f"  requested {s['dtype_requested']}: {s['dtype_note']}; the roofs' prediction at "
+            f"{s['dtype_requested']} bytes throughout is given beside"
         )
     for r in s.get("rows", []):
         what = f"prefill {r['prompt']} tokens" if r["phase"] == "prefill" else f"decode at context {r['context']}"
@@ -359,7 +388,7 @@ def lines(summary: dict) -> list[str]:
         )
         req = (
             f", roofs at {s['dtype_requested']}: {r['roof_seconds_requested_dtype'] * 1e3:.1f} ms"
-            if s["dtype_requested"] != s["dtype_executed"]
+            if s.get("dtype_note")
             else ""
         )
         out.append(
@@ -405,7 +434,7 @@ def cmd_llm(args) -> int:
     if runtime == "torch":
         from . import llm_torch
 
-        llm_torch.check(arch, device)
+        llm_torch.check(arch, device, inp["dtype"])
         if inp["weights"]:
             raise RooflabError("--runtime torch builds the fp32 model", "use --runtime onnxruntime with --weights")
         if args.no_measure or 1 not in inp["batches"]:
@@ -469,13 +498,10 @@ def cmd_llm(args) -> int:
         )  # fmt: skip
     if progress:
         progress.close()
-    exec_dtype = next(
-        (e["library"]["dtype"] for e in measured.values() if e["library"]),
-        "float32" if device == "cpu" else inp["dtype"],
-    )
     summary.update(
         executed=not args.no_measure,
-        dtype_executed=exec_dtype,
+        dtype_executed=executable(inp["dtype"], device, "gemm"),  # the GEMMs'; dtype_note says the rest
+        dtype_note=dtype_note(inp["dtype"], device),
         threads=threads if device == "cpu" else roofs.threads,  # what the ops and the runtime run at
         roofs_threads=roofs.threads,
         device=device,
@@ -490,7 +516,7 @@ def cmd_llm(args) -> int:
 
         print(f"{runtime} check of {arch.name} ({summary['threads']} threads) ...", file=sys.stderr)
         if runtime == "torch":
-            rt, kw = llm_torch, {"device": device}
+            rt, kw = llm_torch, {"device": device, "dtype": inp["dtype"]}
         else:
             cold = summary["rows"][-1]["weights_cold"]
 

@@ -92,16 +92,31 @@ def rotation_inputs(variant, shape: dict, dtype, threads: int, first: tuple, cop
 
 
 def variants_for(op: dict, device: str):
+    """(library variants, own variants) that execute ``op``. Where some variant names the op's dtype
+    (a bfloat16 GEMM on a CPU with a BF16 unit: the bgemm family), those run it; else the variants
+    that take any dtype or float32, and the op runs in float32 (executed_dtype)."""
     vs = list_variants(device=device, op=op["kind"])
+    named = [v for v in vs if op["dtype"] in v.dtypes]
+    vs = named or [v for v in vs if not v.dtypes or "float32" in v.dtypes]
     return [v for v in vs if v.library], [v for v in vs if not v.library]
 
 
 def executed_dtype(op: dict, variant) -> str:
     """The dtype an op really runs in: its own where the variant takes it, else float32 (the CPU
-    paths have no fp16/bf16 arithmetic); bytes and FLOPs are then counted for that dtype."""
+    paths have fp16/bf16 arithmetic only in the bgemm family's GEMMs); bytes and FLOPs are then
+    counted for that dtype."""
     if not variant.dtypes or op["dtype"] in variant.dtypes:
         return op["dtype"]
     return "float32"
+
+
+def array_dtype(dtype: str):
+    """The numpy dtype a variant's inputs take (None for bfloat16, which numpy lacks: the bgemm
+    family makes its own bf16 bit patterns)."""
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        return None
 
 
 def _footprint(op: dict) -> int:
@@ -134,7 +149,7 @@ def measure_one(driver, variant, op, *, threads, roofs, flush, cold_samples, str
     # 8-bit requantized output: the re-execution is counted for what it writes
     shape.pop("out_itemsize", None)
     op_x = {**op, "dtype": dtype, "shape": shape}
-    inputs = variant.inputs(shape, np.dtype(dtype), seed=0, threads=threads)
+    inputs = variant.inputs(shape, array_dtype(dtype), seed=0, threads=threads)
     params = op_params(variant, shape)
     label = f"{op.get('model') or ''} {op['name']} [{variant.name}]".strip()
     warm = driver.measure(variant, inputs, threads=threads, params=params, label=label, shape=shape, reps=1)
@@ -147,7 +162,7 @@ def measure_one(driver, variant, op, *, threads, roofs, flush, cold_samples, str
 
         ws = inputs[STREAMED].nbytes
         k = rotation_count(ws, stream_llc, available_bytes() if variant.device == "cpu" else None)
-        rotation = rotation_inputs(variant, shape, np.dtype(dtype), threads, inputs, k)
+        rotation = rotation_inputs(variant, shape, array_dtype(dtype), threads, inputs, k)
         if k * ws >= 2 * stream_llc:  # the copies alone push each other out of the caches
             cold_flush = None
     if flush is not None and cold_samples:

@@ -205,7 +205,11 @@ def place_work(
 ) -> dict:  # fmt: skip
     """place_op for work given as numbers: F FLOPs, B minimum bytes of which ``written`` are written
     (what a fused runtime node, the sum of several ops, is placed with)."""
-    peak = roofs.peak(dtype if dtype in ("float32", "float64", "int8", "w4") or roofs.device == "cuda" else "float32")
+    # the roof of the dtype the work ran in: a bfloat16 GEMM ran on the BF16 unit (the bgemm family; an
+    # op placed at a dtype rooflab's CPU kernels lack was executed and passed here as float32)
+    peak = roofs.peak(
+        dtype if dtype in ("float32", "float64", "int8", "w4", "bfloat16") or roofs.device == "cuda" else "float32"
+    )
     mem = roofs.memory(B - written, written, cold)
     lat = roofs.latency(path)
     lat_s = dispatches * lat["value"] * 1e-9 if lat else 0.0
