@@ -107,6 +107,13 @@ def latency_cases(threads_all: int, quick: bool = False) -> list[Case]:
     return dispatch_cases(threads_all, quick)
 
 
+def runtime_cases(threads_all: int) -> list[Case]:
+    """The installed runtimes' call floors (torch's aten call, onnxruntime's node and run), once."""
+    from .families.latency import runtime_cases as cases
+
+    return cases(threads_all)
+
+
 def chase_cases(plan: Plan, caches: list[dict], max_ws: int, dram_from: int | None = None) -> list[Case]:
     """Memory latency per level: the chase family's suite (1 thread, 8 KiB to where DRAM starts:
     ``dram_from``, else 4x the LLC; at most the run's largest working set), run once per pass.
@@ -643,6 +650,7 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
             "its low-intensity points may see cache bandwidth"
         )
     latency = [] if "latency" in plan.skip else latency_cases(plan.threads_all, plan.quick)
+    runtimes = [] if "latency" in plan.skip else runtime_cases(plan.threads_all)
     peaks = [] if "compute" in plan.skip else peak_cases(plan, l1)
     lowprec, lowprec_skipped = ([], []) if "compute" in plan.skip else lowprec_cases(plan)
     writer.data["notes"] += lowprec_skipped
@@ -666,6 +674,7 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
         passes * (len(latency) + len(peaks) + len(lowprec) + len(bandwidth) + len(chases))
         + len(sweep)
         + len(parts) * len(dram_cases)
+        + len(runtimes)
     )
     writer.save()
     for _ in range(passes):  # each ceiling in several passes spread over the run (see derive_ceilings)
@@ -687,6 +696,9 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
         if dram_cases:
             with ph("DRAM bandwidth, later passes"):
                 driver.run(dram_cases, writer, progress)
+    if runtimes:  # once, last: importing torch loads its OpenMP and MKL, which nothing timed meets
+        with ph("runtime call floors"):
+            driver.run(runtimes, writer, progress)
     with ph("ceilings"):
         writer.data["sweeps"]["intensity"] = best_sweep_points(writer.data["sweeps"]["intensity"])
         set_theoretical(machine["cpu"], driver.best_clock)

@@ -193,3 +193,41 @@ def test_the_runtime_prediction_takes_torchs_own_kernels_where_they_were_timed()
     ]
     t, n = runtime_prediction({"ops": ops})
     assert n == 1 and t == pytest.approx(1.6 * 24 + 0.1 * 49 + 0.5)
+
+
+def test_the_runtime_prediction_prefers_the_runtimes_own_kernel_where_it_was_timed():
+    from rooflab.models.llm_torch import runtime_prediction
+
+    ops = [
+        {"library_variant": "cpu.gemm.00-numpy-blas", "seconds": 1.0, "library_seconds": 1.1, "runtime_seconds": 1.8,
+         "count": 30, "mult": 1},
+        {"library_variant": "cpu.gemm.00-numpy-blas", "seconds": 1.0, "library_seconds": 1.1, "runtime_seconds": None,
+         "count": 1, "mult": 1},
+    ]  # fmt: skip
+    t, n = runtime_prediction({"ops": ops})
+    assert n == 1 and t == pytest.approx(1.8 * 30 + 1.0)
+
+
+def test_torchs_fp32_linear_is_verified_and_timed_as_the_runtimes_gemm(tiny):
+    _torch()
+    import numpy as np
+
+    import rooflab
+    from rooflab.models import llm_run, ops
+    from rooflab.models.place import Roofs
+    from tests.test_plots import synthetic
+
+    v = rooflab.get_variant("cpu.runtime_gemm.torch-linear")
+    A, B, bias = v.inputs({"M": 3, "N": 17, "K": 29, "bias": True}, seed=4)
+    assert np.allclose(v(A, B, bias, threads=1), v.reference(A, B, bias), rtol=1e-5)
+    op = ops.normalize({"kind": "gemm", "shape": {"M": 1, "N": 64, "K": 48, "bias": True}, "name": "q_proj"})
+    op = dict(op, count=1, mult=1, phase="decode", cls="attention-proj")
+    from rooflab import machine
+
+    got = llm_run.measure_distinct(
+        [op], Roofs(synthetic(), 1), device="cpu", threads=1, quick=True, machine=machine.describe(), own=False,
+        execute=True, runtime={"gemm": "cpu.runtime_gemm.torch-linear"},
+    )  # fmt: skip
+    (entry,) = got.values()
+    assert entry["runtime"]["variant"] == "cpu.runtime_gemm.torch-linear" and entry["runtime"]["verification"]
+    assert entry["library"]["variant"] != entry["runtime"]["variant"]

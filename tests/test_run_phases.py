@@ -9,15 +9,19 @@ import pytest
 
 from rooflab import cli, commands, compile_ahead
 from rooflab.cpu import dram_probe
+from rooflab.families import latency
 from rooflab.families.lowprec import available
 from rooflab.results import ResultWriter, load
 
 TINY = ["--quick", "--max-working-set", "256K", "--budget", "0.005", "--no-plot"]
 # the low-precision peaks run where this CPU has one of their units (AVX2, AVX-512 VNNI or BF16)
 LOWPREC = ["low-precision peaks"] if any(why is None for why in available().values()) else []
+# the runtimes' call floors run where torch or onnxruntime is installed (CI installs neither)
+RUNTIMES = ["runtime call floors"] if latency.runtime_cases(2) else []
 PHASES = ["clock probe", "DRAM sizing probe", "dispatch latency", "FMA peaks", *LOWPREC, "bandwidth sweep",
-          "memory latency (chase)", "intensity sweep"]  # fmt: skip
+          "memory latency (chase)", "intensity sweep", *RUNTIMES]  # fmt: skip
 PREFIX = {"dispatch latency": "cpu.latency.", "FMA peaks": "cpu.ert.", "low-precision peaks": "cpu.lowprec.",
+          "runtime call floors": "cpu.latency.torch_aten" if latency.torch_installed() else "cpu.latency.ort_chain",
           "bandwidth sweep": "cpu.stream.", "memory latency (chase)": "cpu.chase.",
           "intensity sweep": "cpu.intensity."}  # fmt: skip
 
@@ -187,6 +191,8 @@ def test_dram_cases_get_two_more_passes_spread_through_the_intensity_sweep(tmp_p
         return "dram" if call and all(is_dram(c) for c in call) else "/".join(sorted(fams))
 
     kinds = [kind(call) for call in drv.calls if call]
+    if RUNTIMES:  # the runtimes' call floors, once, last
+        assert kinds.pop() == "latency"
     # the 2 passes of everything, then: intensity half, DRAM, intensity half, DRAM
     assert kinds[-4:] == ["intensity", "dram", "intensity", "dram"]
     assert kinds.count("stream") == 2 and kinds.count("dram") == 2

@@ -33,7 +33,7 @@ def _row_label(c: dict) -> str:
         cyc = f", {c['cycles']:.3g} cyc" if c.get("cycles") else ""
         return f"memory {c['level']}{cyc}"
     label = c["name"].replace("_", "-")
-    if c.get("threads", 0) > 1:
+    if c.get("threads", 0) > 1 and " thread" not in label:  # unless its name says its threads
         label += f" ({c['threads']}T)"
     return label
 

@@ -236,11 +236,15 @@ def overhead_floor(result: dict) -> str | None:
     parts = []
     for c in lat:
         what = c["name"].split(":", 1)[-1].strip().replace("_", "/")
-        if c.get("threads", 0) > 1:
+        if c.get("threads", 0) > 1 and " thread" not in what:  # unless its name says its threads
             what += f" ({c['threads']}T)"
         parts.append(f"{what} {fmt_ns(c['value'])}")
     head = "launch" if result.get("device") == "cuda" else "dispatch"
-    return f"{head} latency per call: " + ", ".join(parts) + "\nops within ~2x of it are overhead-bound"
+    import textwrap
+
+    # wrapped: with the runtimes' floors (torch, onnxruntime) one line ran across the next panel
+    body = textwrap.fill(f"{head} latency per call: " + ", ".join(parts), width=95)
+    return body + "\nops within ~2x of it are overhead-bound"
 
 
 def _dt_names(top_of: dict, values: list[float]) -> str:

@@ -184,8 +184,12 @@ def unit() -> str | None:
 
 
 def library() -> str:
-    """The variant 0 registered here: torch's bf16 matmul when torch imports, else numpy FP32."""
-    return "00-torch-bf16" if _torch() is not None else "00-numpy-fp32"
+    """The variant 0 registered here: torch's bf16 Linear when torch is installed, else numpy FP32.
+    Found, not imported: torch (its OpenMP and MKL) loads only when its variant first runs, never
+    into a run that does not time it."""
+    import importlib.util
+
+    return "00-torch-bf16" if importlib.util.find_spec("torch") is not None else "00-numpy-fp32"
 
 
 # a model's bfloat16 GEMM (an LLM's linear layers under `rooflab llm --dtype bfloat16`, a bf16 op of

@@ -5,7 +5,20 @@ Variants (CPU dispatch paths):
   cpu.latency.empty      an @njit call with no arguments and no work, results summed (~60-80 ns)
   cpu.latency.ufunc      np.add on 8 float64 elements (~0.3-1 us: numpy's dispatch and checks)
   cpu.latency.fork_join  a numba parallel region over all threads (~1-10 us: pool wake-up + barrier)
-An op whose time is within 2x of these is latency-bound: making it faster means calling less.
+  cpu.latency.torch_aten an eager torch call, torch.add on 8 float32 elements (where torch is
+                         installed): the floor every aten call of an eager model pays
+                         ("dispatch: torch aten call")
+  cpu.latency.ort_chain  an onnxruntime session.run of a chain of N Add nodes on 8 float32 elements,
+                         at N = 1 and ORT_NODES (where onnxruntime is installed): the chain's slope is
+                         onnxruntime's cost per node ("dispatch: onnxruntime node"), its N = 1 run the
+                         fixed cost of a run ("dispatch: onnxruntime run")
+The two runtimes' floors (``runtime_cases``) run once, at the end of a suite, after every numba
+kernel was timed: importing torch loads its own OpenMP and MKL into the process, which nothing timed
+before can meet (in fresh processes, 2 per case as the other paths, they took the quick run's
+dispatch phase from 21 s to 87 s).
+An op whose time is within 2x of these is latency-bound: making it faster means calling less. A
+runtime pays its own floor once per call it makes (an eager decode step: ~5,400 aten calls for
+Qwen2-0.5B), which is how `rooflab llm --runtime torch` charges it.
 
 The suite (``cases``): on the CPU the three dispatch paths, the elementwise family's tiny chain
 (N ops on 8 elements, numpy op by op versus one fused @njit call, N = 1 .. 32: dispatch overhead
@@ -92,6 +105,107 @@ register(
 )
 
 
+def torch_installed() -> bool:
+    """Whether torch can be imported (found, not imported: the run's own process never loads it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
+def _torch_add(a, b, c, reps=1, threads=None):
+    import torch
+
+    torch.set_num_threads(resolve_threads(threads))
+    ta, tb, tc = (torch.from_numpy(x) for x in (a, b, c))
+    for _ in range(int(reps)):
+        torch.add(ta, tb, out=tc)
+    return c
+
+
+if torch_installed():
+    register(
+        Variant(
+            name="cpu.latency.torch_aten",
+            family="latency",
+            device="cpu",
+            description="torch.add(a, b, out=c) on 8-element float32 tensors: one eager aten call",
+            kernel=_torch_add,
+            reference=lambda a, b, c, **_: a.astype(np.float64) + b,
+            work=lambda a, b, c, reps=1, **_: Work(
+                flops=a.size * reps,
+                bytes_read=(a.nbytes + b.nbytes) * reps,
+                bytes_written=c.nbytes * reps,
+                launches=int(reps),
+            ),
+            inputs=lambda n=8, dtype=np.float32, seed=0, **_: random_aligned(n, np.float32, seed, 3),
+        )
+    )
+
+
+def ort_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("onnxruntime") is not None
+
+
+ORT_NODES = 65  # the long chain: 64 nodes more than the short one, ~1-3 us each
+_ORT_SESSIONS: dict = {}
+
+
+def _ort_session(nodes: int, threads: int):
+    """A session of ``nodes`` chained Add nodes (y = x + 1 + 1 ...), graph optimizations off so
+    each node runs, built once per process."""
+    key = (nodes, threads)
+    if key not in _ORT_SESSIONS:
+        import onnx
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+
+        one = helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])
+        names = ["x", *(f"y{i}" for i in range(nodes - 1)), "y"]
+        graph = helper.make_graph(
+            [helper.make_node("Add", [names[i], "one"], [names[i + 1]]) for i in range(nodes)],
+            "rooflab_ort_chain",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])],
+            [one],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        so.intra_op_num_threads, so.inter_op_num_threads, so.log_severity_level = threads, 1, 3
+        # no spinning pool threads left behind in the run's process (a chain of 8-element Adds uses
+        # none of them; the LLM check's sessions keep onnxruntime's default)
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        onnx.checker.check_model(model)
+        _ORT_SESSIONS[key] = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return _ORT_SESSIONS[key]
+
+
+def _ort_chain(x, reps=1, threads=None, nodes=1):
+    sess = _ort_session(int(nodes), resolve_threads(threads))
+    for _ in range(int(reps)):
+        (y,) = sess.run(None, {"x": x})
+    return y
+
+
+if ort_installed():
+    register(
+        Variant(
+            name="cpu.latency.ort_chain",
+            family="latency",
+            device="cpu",
+            description="onnxruntime session.run of a chain of `nodes` Add nodes on 8 float32 elements",
+            kernel=_ort_chain,
+            reference=lambda x, nodes=1, **_: x.astype(np.float64) + nodes,
+            work=lambda x, reps=1, nodes=1, **_: Work(flops=x.size * nodes * reps, launches=int(reps)),
+            inputs=lambda n=8, dtype=np.float32, seed=0, **_: random_aligned(n, np.float32, seed, 1),
+            defaults={"nodes": 1},
+        )
+    )
+
+
 # ---- launch latency ----------------------------------------------------------------------------
 
 
@@ -124,10 +238,14 @@ register(
 # ---- the suite -----------------------------------------------------------------------------------
 
 DISPATCH_CALLS = {"cpu.latency.empty": 20000, "cpu.latency.ufunc": 5000, "cpu.latency.fork_join": 200}
+TORCH_CALLS = 1000  # ~3-10 us each: a sample of ~3-10 ms
 # Paths measured in this many fresh processes, the fastest kept (rooflab.processes): the empty call
 # reads ~55 or ~97 ns per process (code layout, and the state of the host's core while it runs).
 # --quick takes 3 draws (~1 s each).
 DISPATCH_PROCESSES = {"cpu.latency.empty": 5, "cpu.latency.ufunc": 5}
+ORT_CALLS = 500  # runs per sample: ~5-20 us each (N = 1), ~100-300 us (N = ORT_NODES)
+# a path's ceiling name where the variant's own name does not say it
+DISPATCH_NAMES = {"torch_aten": "torch aten call"}
 DISPATCH_PROCESSES_QUICK = 3
 CHAIN_LENGTHS = (1, 2, 4, 8, 16, 32)
 CHAIN_LENGTHS_QUICK = (1, 4, 16, 32)
@@ -139,23 +257,47 @@ def _processes(name: str, quick: bool) -> int:
     return min(n, DISPATCH_PROCESSES_QUICK) if quick else n
 
 
+def _dispatch_case(name: str, reps: int, threads: int, quick: bool, **params):
+    from ..registry import Case
+
+    runtime = name.endswith(("torch_aten", "ort_chain"))
+    return Case(
+        name,
+        size=threads if name.endswith("fork_join") else 8,
+        threads=threads,
+        params=params,
+        label=f"latency {name.split('.')[-1]}"
+        + (f" N={params['nodes']}" if params else "")
+        + (f" {threads}T" if runtime else ""),
+        meta={"kernel": name.split(".")[-1], **params},
+        timing={"reps": reps, "cv_limit": 0.15, "processes": _processes(name, quick)},
+    )
+
+
 def dispatch_cases(threads_all: int, quick: bool = False) -> list:
     """The CPU dispatch paths: empty call and 8-element ufunc on 1 thread, fork/join on all (calls
     per sample fixed, so a sample is ~1-5 ms and the per-call cost is their mean); the first two in
     several fresh processes (DISPATCH_PROCESSES)."""
-    from ..registry import Case
-
     return [
-        Case(
-            name,
-            size=threads_all if name.endswith("fork_join") else 8,
-            threads=threads_all if name.endswith("fork_join") else 1,
-            label=f"latency {name.split('.')[-1]}",
-            meta={"kernel": name.split(".")[-1]},
-            timing={"reps": reps, "cv_limit": 0.15, "processes": _processes(name, quick)},
-        )
-        for name, reps in DISPATCH_CALLS.items()
+        _dispatch_case(n, reps, threads_all if n.endswith("fork_join") else 1, quick)
+        for n, reps in DISPATCH_CALLS.items()
     ]
+
+
+def runtime_cases(threads_all: int) -> list:
+    """The installed runtimes' floors at 1 thread and all (the intra-op threads a model runs with):
+    torch's aten call, onnxruntime's chains of 1 and ORT_NODES nodes. Run once, last (see above)."""
+    threads = sorted({1, threads_all})
+    out = []
+    if torch_installed():
+        out += [_dispatch_case("cpu.latency.torch_aten", TORCH_CALLS, t, False) for t in threads]
+    if ort_installed():
+        out += [
+            _dispatch_case("cpu.latency.ort_chain", ORT_CALLS // (1 if n == 1 else 8), t, False, nodes=n)
+            for t in threads
+            for n in (1, ORT_NODES)
+        ]
+    return out
 
 
 def chain_cases(quick: bool) -> list:
@@ -182,6 +324,7 @@ def cases(quick: bool, threads: list[int] | None = None, device: str | None = No
         # fork/join 1.4 -> 2.9 us, without a trace in the clock probe: an SMT sibling or a neighbour)
         dispatch = dispatch_cases(threads_all, quick)
         out += dispatch + chain_cases(quick) + dispatch + chase.cases(quick, [1]) + dispatch
+        out += runtime_cases(threads_all)  # last: torch's import then meets nothing timed
     if device in (None, "cuda"):
         out += launch.cases(quick) + transfer.cases(quick) + chase_cuda.cases(quick)
     return out
@@ -199,15 +342,17 @@ def dispatch_ceilings(records: list[dict]) -> list[dict]:
 
     by_variant: dict = {}
     for r in records:
-        if r.get("status") == "ok" and r.get("family") == "latency":
+        if r.get("status") == "ok" and r.get("family") == "latency" and not r["variant"].endswith("ort_chain"):
             by_variant.setdefault((r["variant"], r["threads"]), []).append(r)
-    out = []
+    out = ort_ceilings(records)
     for (variant, threads), rs in by_variant.items():
         best = min(rs, key=lambda r: r["ns_per_launch"]["median"])
         spread = 1 - best["ns_per_launch"]["median"] / max(r["ns_per_launch"]["median"] for r in rs)
+        path = variant.split(".")[-1]
         out.append(
             {
-                "name": f"dispatch: {variant.split('.')[-1]}",
+                "name": f"dispatch: {DISPATCH_NAMES.get(path, path)}"
+                + (f", {threads} thread{'s' if threads > 1 else ''}" if path in DISPATCH_NAMES else ""),
                 "kind": "latency",
                 "level": None,
                 "dtype": None,
@@ -221,6 +366,52 @@ def dispatch_ceilings(records: list[dict]) -> list[dict]:
                 "pass_spread": spread,
             }
         )
+    return out
+
+
+def ort_ceilings(records: list[dict]) -> list[dict]:
+    """onnxruntime's cost per node and per run at each thread count, from the chains' fastest passes
+    (cpu.latency.ort_chain at N = 1 and N = ORT_NODES): per node = (t_N - t_1) / (N - 1), per run =
+    t_1 less one node. Noisy when either chain's passes differ by more than 10 %."""
+    from ..roofline import LATENCY_UNIT
+
+    chains: dict = {}
+    for r in records:
+        if r.get("status") == "ok" and r.get("variant") == "cpu.latency.ort_chain":
+            chains.setdefault((r["threads"], int(r["params"].get("nodes", 1))), []).append(r)
+    out = []
+    for threads in sorted({t for t, _ in chains}):
+        ns = sorted(n for t, n in chains if t == threads)
+        if len(ns) < 2:
+            continue
+        fast, spread, noisy = {}, 0.0, False
+        for n in (ns[0], ns[-1]):
+            rs = chains[(threads, n)]
+            best = min(rs, key=lambda r: r["ns_per_launch"]["median"])
+            fast[n] = best["ns_per_launch"]["median"]
+            spread = max(spread, 1 - fast[n] / max(r["ns_per_launch"]["median"] for r in rs))
+            noisy = noisy or bool(best["noisy"])
+        per_node = (fast[ns[-1]] - fast[ns[0]]) / (ns[-1] - ns[0])
+        per_run = fast[ns[0]] - ns[0] * per_node
+        plural = "s" if threads > 1 else ""
+        for what, value in (("node", per_node), ("run", per_run)):
+            out.append(
+                {
+                    "name": f"dispatch: onnxruntime {what}, {threads} thread{plural}",
+                    "kind": "latency",
+                    "level": None,
+                    "dtype": None,
+                    "threads": threads,
+                    "value": value,
+                    "unit": LATENCY_UNIT,
+                    "stats": {"median": value},
+                    "kernel": f"cpu.latency.ort_chain N={ns[0]} and N={ns[-1]}: "
+                    + ("(t_N - t_1) / (N - 1)" if what == "node" else "t_1 less one node"),
+                    "noisy": bool(noisy or spread > 0.10 or value <= 0),
+                    "passes": min(len(chains[(threads, n)]) for n in (ns[0], ns[-1])),
+                    "pass_spread": spread,
+                }
+            )
     return out
 
 

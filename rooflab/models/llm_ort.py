@@ -93,6 +93,7 @@ def timed(path: Path, threads: int, runs: int, warmup: int = 2) -> dict:
             p.run(None, f)
         trace = json.loads(Path(p.end_profiling()).read_text())
     by_type: Counter = Counter()
+    nodes = 0
     last = max((e for e in trace if e.get("name") == "model_run"), key=lambda e: e["ts"])  # a warm run
     for e in trace:
         if (
@@ -101,12 +102,26 @@ def timed(path: Path, threads: int, runs: int, warmup: int = 2) -> dict:
             and last["ts"] <= e["ts"] <= last["ts"] + last["dur"]
         ):
             by_type[e["args"].get("op_name", "?")] += e["dur"] * 1e-6
+            nodes += 1
     return {
         "median_s": statistics.median(times),
         "min_s": min(times),
         "runs": runs,
         "by_op_type_s": dict(by_type.most_common()),
+        "node_calls": nodes,  # the nodes the optimized graph executed in one run (its profile's count)
     }
+
+
+def overhead(calls: int, floors: dict | None) -> tuple[float, str]:
+    """(seconds, how) a run's calls cost at the ceilings' floors: ``floors`` {"node": ceiling,
+    "run": ceiling} (onnxruntime: per node and per session.run) or {"node": ceiling} (torch: per
+    aten call); (0, why not) where the ceilings did not measure them."""
+    if not floors or not floors.get("node"):
+        return 0.0, "no call floor in these ceilings (a `rooflab run` with the runtime installed measures it)"
+    node, run = floors["node"], floors.get("run")
+    s = calls * node["value"] * 1e-9 + (max(run["value"], 0.0) * 1e-9 if run else 0.0)
+    how = f"{calls} calls (the runtime's profile) x {node['value']:.0f} ns ({node['name']})"
+    return s, how + (f" + {run['value'] / 1e3:.1f} us per run ({run['name']})" if run else "")
 
 
 KIND_TO_ORT = {
@@ -164,14 +179,15 @@ def quantize(path: Path, bits: int) -> Path:
 
 def compare(
     config: str, rows: list[dict], threads: int, prompt: int, context: int, runs: int = 10, weights: int | None = None,
-    graph_kv_copy=None,
+    graph_kv_copy=None, call_floors: dict | None = None,
 ) -> dict:  # fmt: skip
     """Export prefill (``prompt`` tokens) and decode (KV ``context``) at batch 1, verify, time in
     onnxruntime, and put each beside rooflab's prediction (``rows`` of llm_run.assemble).
     ``weights`` (4, 8): the fp32 graph verified, then its MatMul weights quantized (``quantize``).
     ``graph_kv_copy(context)``: seconds of the decode graph's KV Concats (llm_run.graph_kv_copy_s),
     which the graph runs where rooflab's decode appends in place: the decode prediction checked is
-    the graph's (the in-place one kept beside it)."""
+    the graph's (the in-place one kept beside it). ``call_floors``: the ceilings' onnxruntime floors
+    ({"node", "run"}, llm_run.runtime_call_floor): the prediction adds them per node the run executed."""
     arch = llm.load(config)
     export_llm.check(arch, 1, prompt, None)
     out = {"config": arch.name, "threads": threads, "runtime": "onnxruntime " + _ort().__version__}
@@ -202,11 +218,16 @@ def compare(
                 key = KIND_TO_ORT["concat"]
                 by_kind[key] = by_kind.get(key, 0.0) - append + copy
                 extra = {"predicted_in_place_s": row["seconds"], "kv_append_s": append, "graph_kv_copy_s": copy}
+            cost, how = overhead(m["node_calls"], call_floors)
+            predicted += cost
             out[phase] = {
                 "batch": 1,
                 **({"context": context} if phase == "decode" else {"prompt": prompt}),
                 "measured_s": m["median_s"],
                 "predicted_s": predicted,
+                "runtime_overhead_s": cost,
+                "runtime_overhead_how": how,
+                "node_calls": m["node_calls"],
                 "predicted_library_s": row["library_seconds"],
                 "roof_s": row["roof_seconds"],
                 "error_pct": 100 * (predicted - m["median_s"]) / m["median_s"],
@@ -239,6 +260,11 @@ def lines(c: dict) -> list[str]:
                 else ""
             )
         )
+        if p.get("runtime_overhead_how"):
+            out.append(
+                f"      runtime overhead in the prediction: {p['runtime_overhead_s'] * 1e3:.2f} ms = "
+                f"{p['runtime_overhead_how']}"
+            )
         if "graph_kv_copy_s" in p:
             out.append(
                 f"      (the graph's KV Concats copy the whole cache each step: {p['graph_kv_copy_s'] * 1e3:.2f} ms "

@@ -121,15 +121,17 @@ def _llc(machine: dict, device: str) -> int:
     return CacheMap.of(machine).llc_bytes()
 
 
-def measure_distinct(ops_all, roofs, *, device, threads, quick, machine, own, execute, progress=None):
-    """key -> {"library": rec, "own": rec|None, "predicted": {cold: rec}, "why": reason}."""
+def measure_distinct(ops_all, roofs, *, device, threads, quick, machine, own, execute, progress=None, runtime=None):
+    """key -> {"library": rec, "own": rec|None, "runtime": rec|None, "why": reason}. ``runtime`` {op
+    kind: variant name}: that runtime's own kernel for those ops too (at float32; the torch check's
+    GEMMs, families/runtime_gemm.py), timed as the library is, kept as ``runtime``."""
     out: dict[tuple, dict] = {}
     todo = []
     for o in ops_all:
         k = _key(o)
         if k in out:
             continue
-        out[k] = {"library": None, "own": None, "why": None, "op": o}
+        out[k] = {"library": None, "own": None, "runtime": None, "why": None, "op": o}
         if not execute:
             out[k]["why"] = "not executed (--no-measure)"
             continue
@@ -152,7 +154,25 @@ def measure_distinct(ops_all, roofs, *, device, threads, quick, machine, own, ex
             rec["own" if p["own_kernel"] else "library"] = p
         if rec["library"] is None:
             rec["why"] = "; ".join(e["error"] for e in errors) or "no variant executes it"
+        name = (runtime or {}).get(o["kind"])
+        if name and rec["library"] is not None and executable(o["dtype"], device, o["kind"]) == "float32":
+            rec["runtime"] = _runtime_record(name, o, roofs, device, threads, quick, machine, llc)
     return out
+
+
+def _runtime_record(name, op, roofs, device, threads, quick, machine, llc) -> dict | None:
+    """A runtime's own kernel on ``op`` (verified, warm and cold as the library), None where it fails."""
+    from ..errors import RooflabError
+    from ..registry import get_variant
+
+    try:
+        return measure.measure_one(
+            measure.driver_for(device, quick), get_variant(name), dict(op, dtype="float32", count=1),
+            threads=threads, roofs=roofs, flush=measure.flusher(device, machine), cold_samples=3 if quick else 5,
+            stream_llc=llc if _charged_cold(op, True) else None,
+        )  # fmt: skip
+    except (RooflabError, MemoryError):
+        return None
 
 
 def executable(dtype: str, device: str, kind: str = "gemm") -> str:
@@ -191,6 +211,13 @@ def dtype_note(requested: str, device: str) -> str | None:
     return f"executed as {other} (no {requested} arithmetic on this device)"
 
 
+def runtime_call_floor(roofs, name: str, threads: int) -> dict | None:
+    """The ceilings' floor per call of a runtime ("dispatch: torch aten call, T threads") at
+    ``threads``, None where these ceilings did not measure it."""
+    cands = [c for c in roofs.rf.latency(name) if c.get("threads") == threads and not c.get("implausible")]
+    return min(cands, key=lambda c: c["value"]) if cands else None
+
+
 def dram_read(roofs) -> float:
     """The main-memory roof a decode step's weight stream runs against (STREAM read), bytes/s."""
     return roofs.memory(1.0, 0.0, cold=True)["value"] * 1e9
@@ -209,6 +236,14 @@ def _time(entry: dict, cold: bool, roofs) -> tuple[float, float, dict, bool]:
     best = min(recs, key=t)
     placed = best.get("cold") if cold and best.get("cold") else best
     return t(entry["library"]), t(best), {**best, **placed}, False
+
+
+def _runtime_time(entry: dict, cold: bool) -> float | None:
+    """The runtime's own kernel's time for one use of an op (measure_distinct's ``runtime``), if timed."""
+    r = entry.get("runtime")
+    if r is None:
+        return None
+    return r.get("cold_seconds", r["seconds"]) if cold else r["seconds"]
 
 
 def stored_weight_bytes(ops_list, device: str) -> float:
@@ -275,6 +310,7 @@ def assemble(phase_sets, measured, roofs, machine, device, dtype_req) -> list[di
                     "pct_of_roof": rec["pct_of_roof"], "impl": rec.get("impl", "roofs"), "predicted": pred,
                     "intensity": rec["intensity"],
                     "library_variant": (measured[_key(o)]["library"] or {}).get("variant"),
+                    "runtime_seconds": _runtime_time(measured[_key(o)], cold),
                 }
             )  # fmt: skip
         peak = roofs.peak(exec_dtype)["value"] * 1e9
@@ -495,6 +531,7 @@ def cmd_llm(args) -> int:
         measured = measure_distinct(
             all_ops, roofs, device=device, threads=threads, quick=args.quick, machine=desc, own=not args.no_own,
             execute=not args.no_measure, progress=progress,
+            runtime={"gemm": "cpu.runtime_gemm.torch-linear"} if runtime == "torch" else None,
         )  # fmt: skip
     if progress:
         progress.close()
@@ -516,14 +553,16 @@ def cmd_llm(args) -> int:
 
         print(f"{runtime} check of {arch.name} ({summary['threads']} threads) ...", file=sys.stderr)
         if runtime == "torch":
-            rt, kw = llm_torch, {"device": device, "dtype": inp["dtype"]}
+            floor = runtime_call_floor(roofs, "torch aten call", summary["threads"])
+            rt, kw = llm_torch, {"device": device, "dtype": inp["dtype"], "call_floor": floor}
         else:
             cold = summary["rows"][-1]["weights_cold"]
 
             def copy_s(context, _t=summary["threads"]):
                 return graph_kv_copy_s(arch, context, _t, roofs, desc, args.quick, cold)
 
-            rt, kw = llm_ort, {"weights": inp["weights"], "graph_kv_copy": copy_s}
+            floors = {k: runtime_call_floor(roofs, f"onnxruntime {k}", summary["threads"]) for k in ("node", "run")}
+            rt, kw = llm_ort, {"weights": inp["weights"], "graph_kv_copy": copy_s, "call_floors": floors}
         summary["runtime_check"] = rt.compare(
             args.config,
             summary["rows"],

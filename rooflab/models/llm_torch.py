@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..errors import RooflabError
 from ..memory import available_bytes, fmt_bytes
-from . import llm
+from . import llm, llm_ort
 from .llm_ort import predicted_by_kind
 
 OUTSIDE = "(Python, modules: outside aten ops)"
@@ -217,22 +217,30 @@ def profiled(run, sync) -> dict:
 
 
 def runtime_prediction(row: dict) -> tuple[float, int]:
-    """(seconds, ops) of a phase predicted with torch's own kernels wherever rooflab measured them:
-    an op whose library variant is torch's (the bgemm family's ``00-torch-bf16``: the bf16 GEMMs)
-    counts its library time, every other op rooflab's best. torch runs its own GEMMs, not rooflab's
-    rungs: on the Zen 5 VM its bf16 decode GEMMs of Qwen2-0.5B took 1.55x the AVX-512 BF16 rung's time."""
+    """(seconds, ops) of a phase predicted with torch's own kernels wherever rooflab timed them: an
+    op timed with torch's kernel beside the others (``runtime_seconds``: the fp32 GEMMs, through
+    families/runtime_gemm.py) or whose library variant is torch's (the bgemm family's
+    ``00-torch-bf16``: the bf16 GEMMs) counts that time, every other op rooflab's best. torch runs
+    its own GEMMs, not numpy's or rooflab's: on the Zen 5 VM its decode GEMMs took 1.55x the AVX-512
+    BF16 rung's time (Qwen2-0.5B, bf16) and 1.8x numpy's (SmolLM-135M, fp32)."""
     total, mine = 0.0, 0
     for o in row["ops"]:
-        own = "torch" in (o.get("library_variant") or "")
-        total += (o["library_seconds"] if own else o["seconds"]) * o["count"] * o["mult"]
+        if o.get("runtime_seconds") is not None:
+            t, own = o["runtime_seconds"], True
+        else:
+            own = "torch" in (o.get("library_variant") or "")
+            t = o["library_seconds"] if own else o["seconds"]
+        total += t * o["count"] * o["mult"]
         mine += own
     return total, mine
 
 
 def compare(config: str, rows: list[dict], threads: int, prompt: int, context: int, runs: int = 10,
-            device: str = "cpu", dtype: str = "float32") -> dict:  # fmt: skip
+            device: str = "cpu", dtype: str = "float32", call_floor: dict | None = None) -> dict:  # fmt: skip
     """Build, verify, time prefill (``prompt`` tokens) and decode (context ``context``) at batch 1,
-    and put each beside rooflab's prediction (``rows`` of llm_run.assemble)."""
+    and put each beside rooflab's prediction (``rows`` of llm_run.assemble). ``call_floor``: the
+    ceilings' "dispatch: torch aten call" at these threads (ns per call); the prediction then adds
+    that floor once per aten call the phase makes, counted by torch's own profile of it."""
     torch, transformers = modules()
     arch = llm.load(config)
     before = torch.get_num_threads()
@@ -255,6 +263,8 @@ def compare(config: str, rows: list[dict], threads: int, prompt: int, context: i
                 and (r.get("prompt") == prompt if phase == "prefill" else r.get("context") == context)
             )
             pred, torch_ops = runtime_prediction(row)
+            overhead, how = llm_ort.overhead(m["aten_calls"], {"node": call_floor})
+            pred += overhead
             out[phase] = {
                 "batch": 1,
                 **({"context": context} if phase == "decode" else {"prompt": prompt}),
@@ -265,7 +275,9 @@ def compare(config: str, rows: list[dict], threads: int, prompt: int, context: i
                     if torch_ops
                     else "rooflab's best kernel per op"
                 ),
-                "predicted_best_s": row["seconds"],
+                "predicted_best_s": row["seconds"] + overhead,
+                "runtime_overhead_s": overhead,
+                "runtime_overhead_how": how,
                 "predicted_library_s": row["library_seconds"],
                 "roof_s": row["roof_seconds"],
                 "error_pct": 100 * (pred - m["median_s"]) / m["median_s"],
