@@ -388,13 +388,22 @@ def ort_ceilings(records: list[dict]) -> list[dict]:
         for n in (ns[0], ns[-1]):
             rs = chains[(threads, n)]
             best = min(rs, key=lambda r: r["ns_per_launch"]["median"])
-            fast[n] = best["ns_per_launch"]["median"]
-            spread = max(spread, 1 - fast[n] / max(r["ns_per_launch"]["median"] for r in rs))
+            fast[n] = best["ns_per_launch"]
+            spread = max(spread, 1 - fast[n]["median"] / max(r["ns_per_launch"]["median"] for r in rs))
             noisy = noisy or bool(best["noisy"])
-        per_node = (fast[ns[-1]] - fast[ns[0]]) / (ns[-1] - ns[0])
-        per_run = fast[ns[0]] - ns[0] * per_node
+        short, long_, dn = fast[ns[0]], fast[ns[-1]], ns[-1] - ns[0]
+        # the slope's p20 from the long chain's p20 and the short one's p80, and so on: the widest
+        node_stats = {
+            k: (long_.get(ql, long_["median"]) - short.get(qs, short["median"])) / dn
+            for k, ql, qs in (("median", "median", "median"), ("p20", "p20", "p80"), ("p80", "p80", "p20"))
+        }
+        run_stats = {
+            k: short.get(q, short["median"]) - ns[0] * node_stats[k2]
+            for k, q, k2 in (("median", "median", "median"), ("p20", "p20", "p80"), ("p80", "p80", "p20"))
+        }
         plural = "s" if threads > 1 else ""
-        for what, value in (("node", per_node), ("run", per_run)):
+        for what, st in (("node", node_stats), ("run", run_stats)):
+            value = st["median"]
             out.append(
                 {
                     "name": f"dispatch: onnxruntime {what}, {threads} thread{plural}",
@@ -404,7 +413,7 @@ def ort_ceilings(records: list[dict]) -> list[dict]:
                     "threads": threads,
                     "value": value,
                     "unit": LATENCY_UNIT,
-                    "stats": {"median": value},
+                    "stats": st,
                     "kernel": f"cpu.latency.ort_chain N={ns[0]} and N={ns[-1]}: "
                     + ("(t_N - t_1) / (N - 1)" if what == "node" else "t_1 less one node"),
                     "noisy": bool(noisy or spread > 0.10 or value <= 0),
