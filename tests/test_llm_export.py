@@ -87,9 +87,9 @@ def test_the_decode_check_predicts_the_graphs_kv_concat(tiny, tmp_path):
 
     asked = []
 
-    def copy(context):
+    def copy(context, batch=1):
         asked.append(context)
-        return 0.003
+        return 0.003 * batch
 
     rows = [row("prefill", prompt=4), row("decode", context=8)]
     c = llm_ort.compare(tiny, rows, threads=1, prompt=4, context=8, runs=3, graph_kv_copy=copy)

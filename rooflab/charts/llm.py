@@ -64,3 +64,46 @@ def decode_figure(summary: dict):
 
 def decode_charts(summary: dict, stem: Path) -> list[Path]:
     return _save(decode_figure(summary), Path(str(stem) + ".decode"))
+
+
+def grid_figure(grid: dict):
+    """Measured in the runtime against predicted op by op, one point per grid cell (log-log), the
+    y = x line and a +-10 % band; prefill circles, decode squares, one colour per runtime."""
+    cells = grid["cells"]
+    fig, ax = plt.subplots(figsize=(6.4, 5.6))
+    colours = {"torch": "tab:orange", "onnxruntime": "tab:blue"}
+    for c in cells:
+        ax.scatter(c["measured_s"] * 1e3, c["predicted_s"] * 1e3, marker="o" if c["phase"] == "prefill" else "s",
+                   color=colours.get(c["runtime"], "tab:gray"), s=36, edgecolor="black", linewidth=0.4)  # fmt: skip
+    vals = [v * 1e3 for c in cells for v in (c["measured_s"], c["predicted_s"])] or [1.0]
+    lo, hi = min(vals) / 1.5, max(vals) * 1.5
+    ax.plot([lo, hi], [lo, hi], color="black", linewidth=0.8, label="predicted = measured")
+    ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="gray", alpha=0.2, label="+-10 %")
+    for r, colour in colours.items():
+        if any(c["runtime"] == r for c in cells):
+            by = grid["mape"].get(r, {})
+            ax.scatter([], [], color=colour, label=f"{r}: MAPE " + ", ".join(f"{p} {v:.0f}%" for p, v in by.items()))
+    ax.scatter([], [], marker="o", color="white", edgecolor="black", label="prefill")
+    ax.scatter([], [], marker="s", color="white", edgecolor="black", label="decode")
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured in the runtime [ms]",
+           ylabel="predicted by rooflab, op by op [ms]", title="LLM runtime check over the grid")  # fmt: skip
+    import math
+
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    # plain milliseconds at 1, 2, 5 x 10^k (no 3 x 10^1 labels crowding each other)
+    ticks = [m * 10.0**k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1) for m in (1, 2, 5)]
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(FixedLocator([t for t in ticks if lo <= t <= hi]))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(NullFormatter())
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def grid_charts(summary: dict, stem: Path) -> list[Path]:
+    if not (summary.get("grid") or {}).get("cells"):
+        return []
+    return _save(grid_figure(summary["grid"]), Path(str(stem) + ".grid"))

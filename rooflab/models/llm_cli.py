@@ -37,4 +37,12 @@ def add_parser(sub) -> None:
         "transformers' from_config, no download), verify it and time prefill and decode (batch 1, first context) "
         "beside the prediction",
     )
+    p.add_argument(
+        "--grid",
+        default=None,
+        metavar="small|full",
+        help="with --runtime: the check over a grid of cells (full: batch 1,4,16 x context 128,1024 x prompt "
+        "32,512 x threads 1,all; small: batch 1,4, context 128, prompt 32, 1 thread), each measured and "
+        "predicted; prints the table and the mean absolute error per runtime and phase",
+    )
     p.add_argument("--no-plot", action="store_true", help="do not write charts")

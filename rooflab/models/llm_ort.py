@@ -179,9 +179,9 @@ def quantize(path: Path, bits: int) -> Path:
 
 def compare(
     config: str, rows: list[dict], threads: int, prompt: int, context: int, runs: int = 10, weights: int | None = None,
-    graph_kv_copy=None, call_floors: dict | None = None,
+    graph_kv_copy=None, call_floors: dict | None = None, batch: int = 1, phases: tuple = ("prefill", "decode"),
 ) -> dict:  # fmt: skip
-    """Export prefill (``prompt`` tokens) and decode (KV ``context``) at batch 1, verify, time in
+    """Export prefill (``prompt`` tokens) and decode (KV ``context``) at ``batch``, verify, time in
     onnxruntime, and put each beside rooflab's prediction (``rows`` of llm_run.assemble).
     ``weights`` (4, 8): the fp32 graph verified, then its MatMul weights quantized (``quantize``).
     ``graph_kv_copy(context)``: seconds of the decode graph's KV Concats (llm_run.graph_kv_copy_s),
@@ -189,7 +189,7 @@ def compare(
     the graph's (the in-place one kept beside it). ``call_floors``: the ceilings' onnxruntime floors
     ({"node", "run"}, llm_run.runtime_call_floor): the prediction adds them per node the run executed."""
     arch = llm.load(config)
-    export_llm.check(arch, 1, prompt, None)
+    export_llm.check(arch, batch, prompt, None)
     out = {"config": arch.name, "threads": threads, "runtime": "onnxruntime " + _ort().__version__}
     if weights:
         out["weights"] = f"int{weights} MatMulNBits (onnxruntime's quantizer, block 32, symmetric)"
@@ -199,7 +199,9 @@ def compare(
         for f in tmp.iterdir():
             f.unlink()
         for phase, kw in (("prefill", {"seq": prompt}), ("decode", {"cache": context})):
-            path = export_llm.export(config, tmp / f"{phase}.onnx", **kw)
+            if phase not in phases:
+                continue
+            path = export_llm.export(config, tmp / f"{phase}.onnx", batch=batch, **kw)
             if weights:
                 path = quantize(path, weights)
             m = timed(path, threads, runs)
@@ -207,13 +209,13 @@ def compare(
                 r
                 for r in rows
                 if r["phase"] == phase
-                and r["batch"] == 1
+                and r["batch"] == batch
                 and (r.get("prompt") == prompt if phase == "prefill" else r.get("context") == context)
             )
             predicted, by_kind, extra = row["seconds"], predicted_by_kind(row), {}
             if phase == "decode" and graph_kv_copy is not None:
                 append = sum(o["total_s"] for o in row["ops"] if o["kind"] == "concat")
-                copy = graph_kv_copy(context)
+                copy = graph_kv_copy(context, batch)
                 predicted += copy - append
                 key = KIND_TO_ORT["concat"]
                 by_kind[key] = by_kind.get(key, 0.0) - append + copy
@@ -221,7 +223,7 @@ def compare(
             cost, how = overhead(m["node_calls"], call_floors)
             predicted += cost
             out[phase] = {
-                "batch": 1,
+                "batch": batch,
                 **({"context": context} if phase == "decode" else {"prompt": prompt}),
                 "measured_s": m["median_s"],
                 "predicted_s": predicted,

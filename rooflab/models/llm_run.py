@@ -251,7 +251,7 @@ def stored_weight_bytes(ops_list, device: str) -> float:
     return sum(o["count"] * o["mult"] * weight_bytes(o) for o in executed_ops(ops_list, device))
 
 
-def graph_kv_copy_s(arch, context: int, threads: int, roofs, machine, quick: bool, cold: bool) -> float:
+def graph_kv_copy_s(arch, context: int, threads: int, roofs, machine, quick: bool, cold: bool, batch: int = 1) -> float:
     """Seconds of an exported decode graph's KV cache Concats (export_llm: present = Concat(past, new),
     2 per layer, each writing the whole cache of ``context`` positions, as ONNX exports without a
     shared KV buffer do), where rooflab's decode appends one position in place: rooflab's concat op
@@ -259,7 +259,7 @@ def graph_kv_copy_s(arch, context: int, threads: int, roofs, machine, quick: boo
     op = normalize(
         {
             "kind": "concat",
-            "shape": {"numel": arch.kv_heads * arch.head_dim * context, "inputs": 2},
+            "shape": {"numel": batch * arch.kv_heads * arch.head_dim * context, "inputs": 2},
             "dtype": "float32",
             "name": "graph KV Concat",
         }
@@ -483,6 +483,14 @@ def cmd_llm(args) -> int:
         if args.no_measure or 1 not in inp["batches"] or device != "cpu":
             raise RooflabError("--runtime onnxruntime compares measured predictions at batch 1 on the CPU",
                                "drop --no-measure, include batch 1, use --device cpu")  # fmt: skip
+    grid = None
+    if getattr(args, "grid", None):
+        from . import llm_grid
+
+        grid = llm_grid.grid_of(args.grid)
+        if not runtime:
+            raise RooflabError("--grid runs the runtime check over a grid", "add --runtime onnxruntime or torch")
+        llm_grid.check_memory(arch, grid, inp["dtype"])
     summary = {
         "config": arch.name, "arch": llm.describe(arch), "params": llm.param_counts(arch),
         "unknown_fields": arch.unknown, "dtype_requested": inp["dtype"], "prompt": inp["prompt"],
@@ -515,6 +523,8 @@ def cmd_llm(args) -> int:
         }
         print(json.dumps(summary, indent=1) if args.json else "\n".join(lines(summary)))
         return 0
+    if grid is not None:
+        return _grid(arch, args, inp, runtime, grid, summary, ceil, src, desc, out)
     roofs = place.Roofs(ceil, threads if device == "cpu" else 0, device)
     if roofs.note:  # the ops (and the runtime check) then run at the roofs' threads: place.run_threads
         print(f"note: {roofs.note}", file=sys.stderr)
@@ -558,8 +568,8 @@ def cmd_llm(args) -> int:
         else:
             cold = summary["rows"][-1]["weights_cold"]
 
-            def copy_s(context, _t=summary["threads"]):
-                return graph_kv_copy_s(arch, context, _t, roofs, desc, args.quick, cold)
+            def copy_s(context, batch=1, _t=summary["threads"]):
+                return graph_kv_copy_s(arch, context, _t, roofs, desc, args.quick, cold, batch)
 
             floors = {k: runtime_call_floor(roofs, f"onnxruntime {k}", summary["threads"]) for k in ("node", "run")}
             rt, kw = llm_ort, {"weights": inp["weights"], "graph_kv_copy": copy_s, "call_floors": floors}
@@ -578,6 +588,61 @@ def cmd_llm(args) -> int:
         print(json.dumps(slim | {"files": [str(f) for f in files]}, indent=1, default=str))
     else:
         print("\n".join(lines(summary)))
+        for f in files:
+            print(f"output: {f}")
+    return 0
+
+
+def _grid(arch, args, inp, runtime, grid, summary, ceil, src, desc, out: Path) -> int:
+    """`--grid`: the runtime check over the grid's cells (llm_grid), the result file, the table."""
+    from . import llm_grid, llm_ort, llm_torch
+
+    runs = 3 if args.quick else 5
+    kept: dict = {}
+
+    def measure_sets(sets, roofs, T):
+        ops_all = [o for s in sets for o in s["ops"]]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            kept["measured"] = measure_distinct(
+                ops_all, roofs, device="cpu", threads=T, quick=args.quick, machine=desc, own=not args.no_own,
+                execute=True, runtime={"gemm": "cpu.runtime_gemm.torch-linear"} if runtime == "torch" else None,
+            )  # fmt: skip
+        kept["roofs"] = roofs
+        return assemble(sets, kept["measured"], roofs, desc, "cpu", inp["dtype"])
+
+    def compare(rows, T, roofs, B, S, L, phases):
+        if runtime == "torch":
+            floor = runtime_call_floor(roofs, "torch aten call", T)
+            return llm_torch.compare(args.config, rows, T, S, L, runs=runs, device="cpu", dtype=inp["dtype"],
+                                     call_floor=floor, batch=B, phases=phases)  # fmt: skip
+        cold = next(r for r in rows if r["phase"] == "decode" and r["batch"] == B)["weights_cold"]
+
+        def copy_s(context, batch=1):
+            return graph_kv_copy_s(arch, context, T, roofs, desc, args.quick, cold, batch)
+
+        floors = {k: runtime_call_floor(roofs, f"onnxruntime {k}", T) for k in ("node", "run")}
+        return llm_ort.compare(args.config, rows, T, S, L, runs=runs, weights=inp["weights"], graph_kv_copy=copy_s,
+                               call_floors=floors, batch=B, phases=phases)  # fmt: skip
+
+    g = llm_grid.run(arch, args.config, grid, runtime="onnxruntime" if runtime != "torch" else "torch",
+                     dtype=inp["dtype"], weights=inp["weights"], ceil=ceil, desc=desc, quick=args.quick,
+                     own=not args.no_own, measure_sets=measure_sets, compare=compare)  # fmt: skip
+    roofs = kept["roofs"]
+    summary.update(
+        executed=True, dtype_executed=executable(inp["dtype"], "cpu", "gemm"),
+        dtype_note=dtype_note(inp["dtype"], "cpu"), threads=roofs.threads, roofs_threads=roofs.threads,
+        device="cpu", ceilings_source=src, rows=g.pop("rows"), grid=g,
+        batches=list(grid["batches"]), contexts=list(grid["contexts"]), prompt=grid["prompts"][0],
+    )  # fmt: skip
+    summary["curves"] = curves(arch, roofs, inp["dtype"], grid["batches"][0], grid["contexts"][0],
+                               grid["prompts"][0], inp["weights"])  # fmt: skip
+    files = write_outputs(summary, kept["measured"], ceil, src, desc, "cpu", out, args)
+    if args.json:
+        slim = dict(summary, rows=[{k: v for k, v in r.items() if k != "ops"} for r in summary["rows"]])
+        print(json.dumps(slim | {"files": [str(f) for f in files]}, indent=1, default=str))
+    else:
+        print("\n".join(lines(summary) + llm_grid.lines(g)))
         for f in files:
             print(f"output: {f}")
     return 0
@@ -606,4 +671,5 @@ def write_outputs(summary, measured, ceil, src, desc, device, out: Path, args) -
         if placed:
             files += roofline_chart.roofline(writer.data, Path(str(stem) + ".roofline"), ops=placed)
         files += llm_charts.decode_charts(summary, stem)
+        files += llm_charts.grid_charts(summary, stem)
     return files

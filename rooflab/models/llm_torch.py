@@ -158,24 +158,24 @@ def verify(model, vocab: int, prompt: int = 5, mangle=None) -> float:
     return err
 
 
-def _phase(model, phase: str, n: int, vocab: int):
-    """A callable running one prefill of ``n`` tokens or one decode step at context ``n``, and what
-    to call after it (decode: crop the cache back to n - 1 positions)."""
+def _phase(model, phase: str, n: int, vocab: int, batch: int = 1):
+    """A callable running one prefill of ``n`` tokens or one decode step at context ``n`` (``batch``
+    sequences), and what to call after it (decode: crop the cache back to n - 1 positions)."""
     torch = sys.modules["torch"]
     dev = next(model.parameters()).device
     g = torch.Generator().manual_seed(1)
     if phase == "prefill":
-        ids = torch.randint(0, vocab, (1, n), generator=g).to(dev)
+        ids = torch.randint(0, vocab, (batch, n), generator=g).to(dev)
         return (lambda: step(model, ids)), (lambda: None)
-    _, cache = step(model, torch.randint(0, vocab, (1, n - 1), generator=g).to(dev))
-    new = torch.randint(0, vocab, (1, 1), generator=g).to(dev)
+    _, cache = step(model, torch.randint(0, vocab, (batch, n - 1), generator=g).to(dev))
+    new = torch.randint(0, vocab, (batch, 1), generator=g).to(dev)
     return (lambda: step(model, new, cache)), (lambda: cache.crop(-1))
 
 
-def timed(model, phase: str, n: int, vocab: int, runs: int, warmup: int = 2) -> dict:
+def timed(model, phase: str, n: int, vocab: int, runs: int, warmup: int = 2, batch: int = 1) -> dict:
     """Median seconds of ``runs`` runs of one phase, and the profiled run's self time per aten op."""
     torch = sys.modules["torch"]
-    run, after = _phase(model, phase, n, vocab)
+    run, after = _phase(model, phase, n, vocab, batch)
     sync = torch.cuda.synchronize if next(model.parameters()).is_cuda else (lambda: None)
     for _ in range(warmup):
         run()
@@ -236,8 +236,9 @@ def runtime_prediction(row: dict) -> tuple[float, int]:
 
 
 def compare(config: str, rows: list[dict], threads: int, prompt: int, context: int, runs: int = 10,
-            device: str = "cpu", dtype: str = "float32", call_floor: dict | None = None) -> dict:  # fmt: skip
-    """Build, verify, time prefill (``prompt`` tokens) and decode (context ``context``) at batch 1,
+            device: str = "cpu", dtype: str = "float32", call_floor: dict | None = None, batch: int = 1,
+            phases: tuple = ("prefill", "decode")) -> dict:  # fmt: skip
+    """Build, verify, time prefill (``prompt`` tokens) and decode (context ``context``) at ``batch``,
     and put each beside rooflab's prediction (``rows`` of llm_run.assemble). ``call_floor``: the
     ceilings' "dispatch: torch aten call" at these threads (ns per call); the prediction then adds
     that floor once per aten call the phase makes, counted by torch's own profile of it."""
@@ -254,19 +255,21 @@ def compare(config: str, rows: list[dict], threads: int, prompt: int, context: i
             "by_label": "torch self time by aten op (ms)", "verified_rel_err": verify(model, arch.vocab),
         }  # fmt: skip
         for phase, n in (("prefill", prompt), ("decode", context)):
-            m = timed(model, phase, n, arch.vocab, runs)
+            if phase not in phases:
+                continue
+            m = timed(model, phase, n, arch.vocab, runs, batch=batch)
             row = next(
                 r
                 for r in rows
                 if r["phase"] == phase
-                and r["batch"] == 1
+                and r["batch"] == batch
                 and (r.get("prompt") == prompt if phase == "prefill" else r.get("context") == context)
             )
             pred, torch_ops = runtime_prediction(row)
             overhead, how = llm_ort.overhead(m["aten_calls"], {"node": call_floor})
             pred += overhead
             out[phase] = {
-                "batch": 1,
+                "batch": batch,
                 **({"context": context} if phase == "decode" else {"prompt": prompt}),
                 "measured_s": m["median_s"],
                 "predicted_s": pred,
