@@ -79,8 +79,8 @@ def test_the_decode_check_predicts_the_graphs_kv_concat(tiny, tmp_path):
 
     def row(phase, **k):
         ops = [
-            {"kind": "batched_gemm", "total_s": 0.004},
-            {"kind": "concat", "total_s": 0.001},
+            {"kind": kind, "total_s": t, "seconds": t, "library_seconds": t, "count": 1, "mult": 1}
+            for kind, t in (("batched_gemm", 0.004), ("concat", 0.001))
         ]
         return {"phase": phase, "batch": 1, "seconds": 0.005, "library_seconds": 0.005, "roof_seconds": 0.002,
                 "ops": ops, **k}  # fmt: skip
@@ -106,3 +106,20 @@ def test_the_decode_check_predicts_the_graphs_kv_concat(tiny, tmp_path):
     sign = "slower than measured" if d["error_pct"] >= 0 else "faster than measured"
     assert f"({d['error_pct']:+.0f}%: {sign})" in said
     assert d["batch"] == 1 and d["context"] == 8 and p["prompt"] == 4
+
+
+def test_onnxruntimes_matmul_is_verified_as_the_runtimes_gemm_and_asked_for_by_the_check():
+    import numpy as np
+
+    import rooflab
+    from rooflab.families import runtime_gemm
+    from rooflab.models import llm_run
+
+    v = rooflab.get_variant(runtime_gemm.ORT_MATMUL)
+    for shape in ({"M": 3, "N": 17, "K": 29, "bias": True}, {"M": 1, "N": 64, "K": 48, "bias": False}):
+        args = v.inputs(shape, seed=5)
+        assert np.allclose(v(*args, threads=1), v.reference(*args), rtol=1e-5, atol=1e-6)
+    A, B, bias = v.inputs({"M": 2, "N": 8, "K": 16, "bias": True}, seed=6)
+    assert not np.allclose(v(A, B, None, threads=1), v.reference(A, B, bias))  # a dropped bias shows
+    assert llm_run.runtime_kernels("onnxruntime") == {"gemm": runtime_gemm.ORT_MATMUL}
+    assert llm_run.runtime_kernels(None) is None

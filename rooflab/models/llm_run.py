@@ -211,6 +211,17 @@ def dtype_note(requested: str, device: str) -> str | None:
     return f"executed as {other} (no {requested} arithmetic on this device)"
 
 
+def runtime_kernels(runtime: str | None) -> dict | None:
+    """{op kind: variant} of the runtime's own kernels a runtime check times beside the others."""
+    from ..families import runtime_gemm
+
+    if runtime == "torch":
+        return {"gemm": runtime_gemm.TORCH_LINEAR}
+    if runtime in ("onnxruntime", "ort"):
+        return {"gemm": runtime_gemm.ORT_MATMUL}
+    return None
+
+
 def runtime_call_floor(roofs, name: str, threads: int) -> dict | None:
     """The ceilings' floor per call of a runtime ("dispatch: torch aten call, T threads") at
     ``threads``, None where these ceilings did not measure it."""
@@ -541,7 +552,7 @@ def cmd_llm(args) -> int:
         measured = measure_distinct(
             all_ops, roofs, device=device, threads=threads, quick=args.quick, machine=desc, own=not args.no_own,
             execute=not args.no_measure, progress=progress,
-            runtime={"gemm": "cpu.runtime_gemm.torch-linear"} if runtime == "torch" else None,
+            runtime=runtime_kernels(runtime),
         )  # fmt: skip
     if progress:
         progress.close()
@@ -606,7 +617,7 @@ def _grid(arch, args, inp, runtime, grid, summary, ceil, src, desc, out: Path) -
             warnings.simplefilter("ignore")
             kept["measured"] = measure_distinct(
                 ops_all, roofs, device="cpu", threads=T, quick=args.quick, machine=desc, own=not args.no_own,
-                execute=True, runtime={"gemm": "cpu.runtime_gemm.torch-linear"} if runtime == "torch" else None,
+                execute=True, runtime=runtime_kernels(runtime),
             )  # fmt: skip
         kept["roofs"] = roofs
         return assemble(sets, kept["measured"], roofs, desc, "cpu", inp["dtype"])

@@ -217,22 +217,8 @@ def profiled(run, sync) -> dict:
 
 
 def runtime_prediction(row: dict) -> tuple[float, int]:
-    """(seconds, ops) of a phase predicted with torch's own kernels wherever rooflab timed them: an
-    op timed with torch's kernel beside the others (``runtime_seconds``: the fp32 GEMMs, through
-    families/runtime_gemm.py) or whose library variant is torch's (the bgemm family's
-    ``00-torch-bf16``: the bf16 GEMMs) counts that time, every other op rooflab's best. torch runs
-    its own GEMMs, not numpy's or rooflab's: on the Zen 5 VM its decode GEMMs took 1.55x the AVX-512
-    BF16 rung's time (Qwen2-0.5B, bf16) and 1.8x numpy's (SmolLM-135M, fp32)."""
-    total, mine = 0.0, 0
-    for o in row["ops"]:
-        if o.get("runtime_seconds") is not None:
-            t, own = o["runtime_seconds"], True
-        else:
-            own = "torch" in (o.get("library_variant") or "")
-            t = o["library_seconds"] if own else o["seconds"]
-        total += t * o["count"] * o["mult"]
-        mine += own
-    return total, mine
+    """llm_ort.runtime_prediction with torch's kernels (the bgemm family's ``00-torch-bf16``)."""
+    return llm_ort.runtime_prediction(row, "torch")
 
 
 def compare(config: str, rows: list[dict], threads: int, prompt: int, context: int, runs: int = 10,
