@@ -613,12 +613,19 @@ def _grid(arch, args, inp, runtime, grid, summary, ceil, src, desc, out: Path) -
 
     def measure_sets(sets, roofs, T):
         ops_all = [o for s in sets for o in s["ops"]]
+        progress = None
+        if not args.json:  # minutes at the full grid's larger cells: say which op runs
+            from ..progress import RichProgress
+
+            progress = RichProgress(f"llm {arch.name} grid, {T} thread(s)")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             kept["measured"] = measure_distinct(
                 ops_all, roofs, device="cpu", threads=T, quick=args.quick, machine=desc, own=not args.no_own,
-                execute=True, runtime=runtime_kernels(runtime),
+                execute=True, runtime=runtime_kernels(runtime), progress=progress,
             )  # fmt: skip
+        if progress:
+            progress.close()
         kept["roofs"] = roofs
         return assemble(sets, kept["measured"], roofs, desc, "cpu", inp["dtype"])
 
