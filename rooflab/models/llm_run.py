@@ -478,6 +478,14 @@ def cmd_llm(args) -> int:
     runtime = (args.runtime or "").lower() or None
     if runtime not in (None, "onnxruntime", "ort", "torch"):
         raise RooflabError(f"unknown runtime {args.runtime!r}", "use --runtime onnxruntime or torch")
+    grid = None
+    if getattr(args, "grid", None):  # the grid's own mistakes first, before the runtime is looked for
+        from . import llm_grid
+
+        grid = llm_grid.grid_of(args.grid)
+        if not runtime:
+            raise RooflabError("--grid runs the runtime check over a grid", "add --runtime onnxruntime or torch")
+        llm_grid.check_memory(arch, grid, inp["dtype"])
     if runtime == "torch":
         from . import llm_torch
 
@@ -494,14 +502,6 @@ def cmd_llm(args) -> int:
         if args.no_measure or 1 not in inp["batches"] or device != "cpu":
             raise RooflabError("--runtime onnxruntime compares measured predictions at batch 1 on the CPU",
                                "drop --no-measure, include batch 1, use --device cpu")  # fmt: skip
-    grid = None
-    if getattr(args, "grid", None):
-        from . import llm_grid
-
-        grid = llm_grid.grid_of(args.grid)
-        if not runtime:
-            raise RooflabError("--grid runs the runtime check over a grid", "add --runtime onnxruntime or torch")
-        llm_grid.check_memory(arch, grid, inp["dtype"])
     summary = {
         "config": arch.name, "arch": llm.describe(arch), "params": llm.param_counts(arch),
         "unknown_fields": arch.unknown, "dtype_requested": inp["dtype"], "prompt": inp["prompt"],
