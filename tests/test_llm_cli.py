@@ -290,3 +290,20 @@ def test_ops_and_runtime_check_run_at_the_threads_of_their_roofs(tmp_path, capsy
     d = json.loads(cap.out[cap.out.index("\n{") :])  # after the line that the ceilings are another machine's
     assert seen == {"threads": 1, "ops_threads": 1} and d["threads"] == 1 and d["roofs_threads"] == 1
     assert "2-thread ceilings hold roofs that cannot be true" in cap.err and "ops run at 1 thread(s)" in cap.err
+
+
+def test_a_moe_model_states_the_distinct_experts_each_phase_reads():
+    from rooflab.models import llm, llm_run
+
+    arch = llm.load("mixtral-8x7b")
+    summary = {
+        "rows": [{"phase": "prefill", "batch": 1, "prompt": 128}, {"phase": "decode", "batch": 4, "context": 64}]
+    }
+    llm_run.state_experts(arch, summary)
+    pre, dec = summary["rows"]
+    assert pre["expected_experts"] == pytest.approx(llm.expected_experts(8, 2, 128)) and pre["expected_experts"] > 7.9
+    assert dec["expected_experts"] == pytest.approx(8 * (1 - (1 - 2 / 8) ** 4))  # 4 tokens x 2 of 8
+    assert summary["moe"] == {"experts": 8, "top_k": 2}
+    dense = {"rows": [{"phase": "decode", "batch": 1, "context": 64}]}
+    llm_run.state_experts(llm.load("smollm-135m"), dense)
+    assert "moe" not in dense and "expected_experts" not in dense["rows"][0]

@@ -402,6 +402,17 @@ def weights_label(bits: int | None) -> str:
     return f"int{bits} (weight-only, block {QUANT_BLOCK}, fp32 scales: {per:g} B per weight; a tied LM head stays fp32)"
 
 
+def state_experts(arch, summary: dict) -> None:
+    """A MoE model: the distinct experts each phase reads per layer (llm.expected_experts: k of E per
+    token, B tokens), on every row and in one line of the summary; what the ops' ``mult`` used."""
+    if arch.experts <= 1:
+        return
+    for r in summary.get("rows", []):
+        tokens = r["batch"] * (r["prompt"] if r["phase"] == "prefill" else 1)
+        r["expected_experts"] = llm.expected_experts(arch.experts, arch.top_k, tokens)
+    summary["moe"] = {"experts": arch.experts, "top_k": arch.top_k}
+
+
 def lines(summary: dict) -> list[str]:
     """The human-readable summary."""
     s = summary
@@ -412,6 +423,12 @@ def lines(summary: dict) -> list[str]:
     ]
     if s.get("weights", "fp32") != "fp32":
         out.append(f"  weights: {s['weights']}")
+    if s.get("moe") and s.get("rows"):
+        m = s["moe"]
+        per = ", ".join(
+            f"{r['phase']} b{r['batch']} {r['expected_experts']:.2f}" for r in s["rows"] if "expected_experts" in r
+        )
+        out.append(f"  MoE: {m['top_k']} of {m['experts']} experts per token; distinct experts read per layer: {per}")
     if s.get("unknown_fields"):
         out.append(f"  config fields rooflab does not read (placed without them): {', '.join(s['unknown_fields'])}")
     if s.get("dtype_note") and s.get("rows"):
@@ -566,6 +583,7 @@ def cmd_llm(args) -> int:
         ceilings_source=src,
     )
     summary["rows"] = assemble(sets, measured, roofs, desc, device, inp["dtype"])
+    state_experts(arch, summary)
     summary["curves"] = curves(
         arch, roofs, inp["dtype"], inp["batches"][0], inp["contexts"][0], inp["prompt"], inp["weights"]
     )
@@ -653,6 +671,7 @@ def _grid(arch, args, inp, runtime, grid, summary, ceil, src, desc, out: Path) -
         device="cpu", ceilings_source=src, rows=g.pop("rows"), grid=g,
         batches=list(grid["batches"]), contexts=list(grid["contexts"]), prompt=grid["prompts"][0],
     )  # fmt: skip
+    state_experts(arch, summary)
     summary["curves"] = curves(arch, roofs, inp["dtype"], grid["batches"][0], grid["contexts"][0],
                                grid["prompts"][0], inp["weights"])  # fmt: skip
     files = write_outputs(summary, kept["measured"], ceil, src, desc, "cpu", out, args)
