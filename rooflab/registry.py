@@ -32,6 +32,7 @@ Public API (also re-exported as rooflab.list_variants / rooflab.get_variant):
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -102,6 +103,12 @@ class Case:
 
 _REGISTRY: dict[str, Variant] = {}
 _LOADED = False
+
+
+def installed(module: str) -> bool:
+    """Whether an optional package (torch, onnxruntime) can be imported: found, not imported, so a
+    family can register the variants that need it without loading it into every process."""
+    return importlib.util.find_spec(module) is not None
 
 
 def register(variant: Variant) -> Variant:

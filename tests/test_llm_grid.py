@@ -27,8 +27,8 @@ def test_the_grid_runs_every_cell_once_per_phase_and_scores_it(monkeypatch):
         return {phase: {"measured_s": measured, "predicted_s": predicted,
                         "error_pct": 100 * (predicted - measured) / measured}}  # fmt: skip
 
-    g = llm_grid.run(arch, "smollm-135m", grid, runtime="torch", dtype="float32", weights=None, ceil=synthetic(),
-                     desc={}, quick=True, own=False, measure_sets=measure_sets, compare=compare)  # fmt: skip
+    g = llm_grid.run(arch, grid, runtime="torch", dtype="float32", weights=None, ceil=synthetic(),
+                     measure_sets=measure_sets, compare=compare)  # fmt: skip
     assert len(measured_sets) == 1 and len(measured_sets[0]) == 2 * (2 + 1)  # per batch: 2 prefills, 1 decode
     assert sorted(compared) == sorted(
         [("prefill", B, S) for B in (1, 4) for S in (32, 64)] + [("decode", B, 128) for B in (1, 4)]

@@ -35,7 +35,7 @@ from ..kernels.cpu import amx as AMX
 from ..kernels.cpu import amx_gemm as AG
 from ..kernels.cpu import bf16_gemm as BG
 from ..kernels.cpu.bf16 import from_bf16, to_bf16
-from ..registry import Case, Variant, register
+from ..registry import Case, Variant, installed, register
 from ..threads import resolve_threads, use_threads
 from ..work import Work
 from .qgemm import PerWeight  # packed once per weight array, as the INT8 rungs are
@@ -187,9 +187,7 @@ def library() -> str:
     """The variant 0 registered here: torch's bf16 Linear when torch is installed, else numpy FP32.
     Found, not imported: torch (its OpenMP and MKL) loads only when its variant first runs, never
     into a run that does not time it."""
-    import importlib.util
-
-    return "00-torch-bf16" if importlib.util.find_spec("torch") is not None else "00-numpy-fp32"
+    return "00-torch-bf16" if installed("torch") else "00-numpy-fp32"
 
 
 # a model's bfloat16 GEMM (an LLM's linear layers under `rooflab llm --dtype bfloat16`, a bf16 op of

@@ -38,7 +38,7 @@ from ..cuda import knobs as kn
 from ..cuda import loader
 from ..kernels.cpu import latency
 from ..memory import random_aligned
-from ..registry import Variant, register
+from ..registry import Variant, installed, register
 from ..threads import resolve_threads
 from ..work import Work
 
@@ -49,6 +49,16 @@ def _fork_join(out, reps=1, threads=None):
     for _ in range(int(reps)):
         latency.fork_join(out)
     return out
+
+
+def _add_reference(a, b, c, **_):
+    return a.astype(np.float64) + b
+
+
+def _add_work(a, b, c, reps=1, **_) -> Work:
+    """c = a + b per call, one dispatch each (numpy's ufunc, torch's aten call)."""
+    return Work(flops=a.size * reps, bytes_read=(a.nbytes + b.nbytes) * reps, bytes_written=c.nbytes * reps,
+                launches=int(reps))  # fmt: skip
 
 
 def _empty_calls(reps=1, threads=None):
@@ -80,13 +90,8 @@ register(
         device="cpu",
         description="np.add(a, b, out=c) on 8-element float64 arrays",
         kernel=lambda a, b, c, reps=1, threads=None: [latency.ufunc_add(a, b, c) for _ in range(int(reps))][-1],
-        reference=lambda a, b, c, **_: a.astype(np.float64) + b,
-        work=lambda a, b, c, reps=1, **_: Work(
-            flops=a.size * reps,
-            bytes_read=(a.nbytes + b.nbytes) * reps,
-            bytes_written=c.nbytes * reps,
-            launches=int(reps),
-        ),
+        reference=_add_reference,
+        work=_add_work,
         inputs=lambda n=8, dtype=np.float64, seed=0, **_: random_aligned(n, dtype, seed, 3),
     )
 )
@@ -106,10 +111,7 @@ register(
 
 
 def torch_installed() -> bool:
-    """Whether torch can be imported (found, not imported: the run's own process never loads it)."""
-    import importlib.util
-
-    return importlib.util.find_spec("torch") is not None
+    return installed("torch")
 
 
 def _torch_add(a, b, c, reps=1, threads=None):
@@ -130,22 +132,15 @@ if torch_installed():
             device="cpu",
             description="torch.add(a, b, out=c) on 8-element float32 tensors: one eager aten call",
             kernel=_torch_add,
-            reference=lambda a, b, c, **_: a.astype(np.float64) + b,
-            work=lambda a, b, c, reps=1, **_: Work(
-                flops=a.size * reps,
-                bytes_read=(a.nbytes + b.nbytes) * reps,
-                bytes_written=c.nbytes * reps,
-                launches=int(reps),
-            ),
+            reference=_add_reference,
+            work=_add_work,
             inputs=lambda n=8, dtype=np.float32, seed=0, **_: random_aligned(n, np.float32, seed, 3),
         )
     )
 
 
 def ort_installed() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("onnxruntime") is not None
+    return installed("onnxruntime")
 
 
 ORT_NODES = 65  # the long chain: 64 nodes more than the short one, ~1-3 us each

@@ -22,11 +22,9 @@ Inputs, reference and declared work are the gemm family's (A (M, K), B (K, N), o
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 
-from ..registry import Variant, register
+from ..registry import Variant, installed, register
 from ..threads import resolve_threads
 from . import gemm
 from .qgemm import PerWeight, _session
@@ -34,6 +32,16 @@ from .qgemm import PerWeight, _session
 FAMILY = "runtime_gemm"
 TORCH_LINEAR = f"cpu.{FAMILY}.torch-linear"
 ORT_MATMUL = f"cpu.{FAMILY}.ort-matmul"
+# the gemm family's inputs (float32), reference and work: both variants are checked as its rungs are
+_GEMM = dict(
+    family=FAMILY,
+    device="cpu",
+    reference=gemm.reference,
+    work=gemm.work,
+    inputs=lambda size, dtype="float32", seed=0, threads=None: gemm.inputs(size, "float32", seed, threads),
+    result_dtype=gemm.result_dtype,
+    dtypes=("float32",),
+)
 
 
 def _weight(B):
@@ -68,21 +76,9 @@ def _torch_linear(A, B, bias=None, reps=1, threads=None):
         torch.set_num_threads(before)
 
 
-if importlib.util.find_spec("torch") is not None:
-    register(
-        Variant(
-            name=TORCH_LINEAR,
-            family=FAMILY,
-            device="cpu",
-            description="torch.nn.functional.linear on float32, weights (N, K) as nn.Linear keeps them: eager torch's GEMM",
-            kernel=_torch_linear,
-            reference=gemm.reference,
-            work=gemm.work,
-            inputs=lambda size, dtype="float32", seed=0, threads=None: gemm.inputs(size, "float32", seed, threads),
-            result_dtype=gemm.result_dtype,
-            dtypes=("float32",),
-        )
-    )
+if installed("torch"):
+    register(Variant(name=TORCH_LINEAR, kernel=_torch_linear, **_GEMM,
+                     description="torch.nn.functional.linear on float32, weights (N, K) as nn.Linear keeps them: eager torch's GEMM"))  # fmt: skip
 
 
 def matmul_model(B: np.ndarray, bias: np.ndarray | None) -> bytes:
@@ -112,18 +108,6 @@ def _ort_matmul(A, B, bias=None, reps=1, threads=None):
     return c
 
 
-if importlib.util.find_spec("onnxruntime") is not None:
-    register(
-        Variant(
-            name=ORT_MATMUL,
-            family=FAMILY,
-            device="cpu",
-            description="onnxruntime MatMul (+ Add of the bias) on a constant float32 weight, prepacked at session start",
-            kernel=_ort_matmul,
-            reference=gemm.reference,
-            work=gemm.work,
-            inputs=lambda size, dtype="float32", seed=0, threads=None: gemm.inputs(size, "float32", seed, threads),
-            result_dtype=gemm.result_dtype,
-            dtypes=("float32",),
-        )
-    )
+if installed("onnxruntime"):
+    register(Variant(name=ORT_MATMUL, kernel=_ort_matmul, **_GEMM,
+                     description="onnxruntime MatMul (+ Add of the bias) on a constant float32 weight, prepacked at session start"))  # fmt: skip

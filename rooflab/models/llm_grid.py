@@ -70,8 +70,7 @@ def _threads(grid: dict) -> list[int]:
     return sorted({max_threads() if t == "all" else int(t) for t in grid["threads"]})
 
 
-def run(arch, config: str, grid: dict, *, runtime: str, dtype: str, weights, ceil, desc, quick: bool, own: bool,
-        measure_sets, compare) -> dict:  # fmt: skip
+def run(arch, grid: dict, *, runtime: str, dtype: str, weights, ceil, measure_sets, compare) -> dict:
     """Every cell of ``grid``: ``measure_sets(sets, roofs, threads) -> rows`` (llm_run's measuring and
     assembling), ``compare(rows, threads, roofs, batch, prompt, context, phases) -> check`` (the
     runtime's). Returns {"cells", "mape", "worst", "rows" (the last thread count's)}."""

@@ -661,9 +661,8 @@ def _grid(arch, args, inp, runtime, grid, summary, ceil, src, desc, out: Path) -
         return llm_ort.compare(args.config, rows, T, S, L, runs=runs, weights=inp["weights"], graph_kv_copy=copy_s,
                                call_floors=floors, batch=B, phases=phases)  # fmt: skip
 
-    g = llm_grid.run(arch, args.config, grid, runtime="onnxruntime" if runtime != "torch" else "torch",
-                     dtype=inp["dtype"], weights=inp["weights"], ceil=ceil, desc=desc, quick=args.quick,
-                     own=not args.no_own, measure_sets=measure_sets, compare=compare)  # fmt: skip
+    g = llm_grid.run(arch, grid, runtime="onnxruntime" if runtime != "torch" else "torch", dtype=inp["dtype"],
+                     weights=inp["weights"], ceil=ceil, measure_sets=measure_sets, compare=compare)  # fmt: skip
     roofs = kept["roofs"]
     summary.update(
         executed=True, dtype_executed=executable(inp["dtype"], "cpu", "gemm"),
