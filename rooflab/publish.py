@@ -157,21 +157,3 @@ def build_site(root: Path, site: Path) -> dict:
         )
     (site / "index.html").write_text(_page(f"rooflab results: {root.name}", body))
     return found
-
-
-def publish_command(args) -> int:
-    root = Path(args.results)
-    if not root.is_dir():
-        raise RooflabError(f"no such results directory: {root}", "give the folder `rooflab run --out` wrote")
-    site = Path(args.output)
-    if site.resolve() == root.resolve():
-        raise RooflabError(f"-o {site} would write into the results", "pass a separate SITE folder")
-    found = build_site(root, site)
-    if not found["machines"] and not found["fleets"]:
-        print(f"note: no rooflab results under {root}", flush=True)
-    print(
-        f"{site / 'index.html'}: {len(found['machines'])} machine(s), {len(found['fleets'])} fleet(s)"
-        + (", asv history" if found["asv"] else "")
-        + (f", {len(found['skipped'])} file(s) skipped" if found["skipped"] else "")
-    )
-    return 0

@@ -167,14 +167,6 @@ def best_variant(family: str, device: str) -> Variant | None:
     return next((v for v in own if "best" in v.roles), max(own, key=lambda v: v.number or 0, default=None))
 
 
-def library_variant(family: str, device: str, op: str | None = None) -> Variant | None:
-    """Variant 0 of a family (of one op of it) on a device: what "% of the library" divides by."""
-    for v in list_variants(family, device, op):
-        if v.library:
-            return v
-    return None
-
-
 def list_families(device: str | None = None) -> list[str]:
     return sorted({v.family for v in list_variants(device=device)})
 

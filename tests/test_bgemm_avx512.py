@@ -41,10 +41,10 @@ def test_b_and_a_are_packed_in_k_pairs():
     rng = np.random.default_rng(0)
     B = rng.integers(0, 2**16, (5, 40), dtype=np.uint16)
     Bp = G.pack(B)  # [panel][k pair][column] words: low half B[2g], high half B[2g + 1]
-    kg, Np = 3, 64
-    assert Bp.shape == (kg * Np,)
-    w = Bp.view(np.uint32).reshape(2, kg, G.NR)
-    for p, g, j in [(0, 0, 0), (0, 2, 31), (1, 1, 7), (1, 2, 8)]:
+    kg, panels = 3, -(-40 // G.NR)  # NR columns a panel: 32 where numba's target has zmm, 16 on AVX2
+    assert Bp.shape == (kg * panels * G.NR,)
+    w = Bp.view(np.uint32).reshape(panels, kg, G.NR)
+    for p, g, j in [(0, 0, 0), (0, 2, G.NR - 1), (1, 1, 7), (panels - 1, 2, 8)]:
         n = p * G.NR + j
         lo = int(B[2 * g, n]) if n < 40 else 0
         hi = int(B[2 * g + 1, n]) if (2 * g + 1 < 5 and n < 40) else 0

@@ -41,7 +41,7 @@ def test_without_cupy_every_entry_point_says_so(no_cupy, capsys):
 def test_device_all_runs_the_cpu_first_then_the_gpu(no_cupy):
     """Without cupy the GPU part is one line and exit 2 after the CPU results (issue 25; the run
     itself is tests/test_cuda_bad_input.py::test_device_all_keeps_the_cpu_results)."""
-    from rooflab.commands import _devices
+    from rooflab.choices import devices as _devices
 
     assert _devices("all") == ["cpu", "cuda"]
 

@@ -149,7 +149,6 @@ def test_model_shapes_from_catalog():
     assert {(128, 768, 768), (128, 3072, 768), (128, 768, 3072)} <= shapes  # BERT-base s128
     assert {(1024, 2304, 768), (1024, 3072, 768)} <= shapes  # GPT-2 prefill
     assert {(1, 2304, 768), (1, 768, 3072), (1, 3072, 768)} <= shapes  # GPT-2 decode GEMVs
-    assert tuple(fam.GEMV[k] for k in "MNK") in shapes
 
 
 def test_cases_quick_and_full():

@@ -215,7 +215,7 @@ def test_a_ceilings_run_without_dram_is_never_the_default(tmp_path, capsys):
     saying what it lacks; given explicitly it is used with that line; alone it is refused."""
     import json
 
-    from rooflab.models.measure import find_ceilings, lacks
+    from rooflab.ceilings_file import find_ceilings, lacks
 
     full = synthetic() | {"suite": "ceilings", "status": "complete"}
     mid = full["machine"]["id"]

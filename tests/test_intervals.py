@@ -146,7 +146,7 @@ def test_a_peak_is_judged_at_the_clock_its_own_best_samples_ran_at():
 
 
 def test_the_consistency_line_holds_each_ceiling_against_the_previous_run_s_interval(tmp_path):
-    from rooflab import commands
+    from rooflab import agreement
     from rooflab.results import ResultWriter
 
     def result(values, stamp):
@@ -160,11 +160,11 @@ def test_the_consistency_line_holds_each_ceiling_against_the_previous_run_s_inte
     first = result(
         {"DRAM read bandwidth, 1 thread": (30.0, 0.30), "L1 read bandwidth, 1 thread": (200.0, 0.0)}, "20260101T000000Z"
     )
-    assert commands._agreement(first, tmp_path).startswith("consistency: no earlier")  # it sets the intervals
+    assert agreement.check(first, tmp_path).startswith("consistency: no earlier")  # it sets the intervals
     now = result(
         {"DRAM read bandwidth, 1 thread": (24.0, 0.0), "L1 read bandwidth, 1 thread": (180.0, 0.0)}, "20260101T000100Z"
     )
-    line = commands._agreement(now, tmp_path)
+    line = agreement.check(now, tmp_path)
     assert line.startswith("noisy: 1 of 2 ceilings moved outside") and "L1 read bandwidth, 1 thread (-10%)" in line
     iv = {c["name"]: c["interval"] for c in now.data["ceilings"]}
     assert iv["L1 read bandwidth, 1 thread"]["half_width"] == FLOOR  # one earlier run: no prediction yet
@@ -173,7 +173,7 @@ def test_the_consistency_line_holds_each_ceiling_against_the_previous_run_s_inte
 def test_a_run_of_another_cpu_under_the_same_id_is_no_history(tmp_path):
     """A Zen 3 and a Zen 4 VM both read "AMD EPYC" (id amd-epyc-2c): the Zen 3's runs must not
     narrow or judge the Zen 4's figures."""
-    from rooflab import commands
+    from rooflab import agreement
     from rooflab.results import ResultWriter
 
     def result(model, value, stamp):
@@ -185,12 +185,12 @@ def test_a_run_of_another_cpu_under_the_same_id_is_no_history(tmp_path):
         return w
 
     for i, v in enumerate((100.0, 101.0, 99.0)):  # three Zen 3 runs
-        commands._agreement(result(1, v, f"2026010{i + 1}T000000Z"), tmp_path)
+        agreement.check(result(1, v, f"2026010{i + 1}T000000Z"), tmp_path)
     zen4 = result(17, 200.0, "20260105T000000Z")
-    assert commands._agreement(zen4, tmp_path).startswith("consistency: no earlier")
+    assert agreement.check(zen4, tmp_path).startswith("consistency: no earlier")
     assert zen4.data["ceilings"][0]["interval"]["history_runs"] == 0
     again = result(17, 203.0, "20260106T000000Z")
-    assert commands._agreement(again, tmp_path).startswith("consistent")  # its own CPU's run is
+    assert agreement.check(again, tmp_path).startswith("consistent")  # its own CPU's run is
 
 
 def test_asv_regression_view_takes_each_ceilings_interval(tmp_path):
@@ -267,7 +267,7 @@ def test_compare_says_when_one_name_covers_two_cpus(tmp_path, capsys):
 
 
 def test_the_run_table_shows_each_ceilings_interval_not_one_points_spread(capsys, monkeypatch):
-    from rooflab import commands
+    from rooflab.commands import run_tables
 
     monkeypatch.setenv("COLUMNS", "200")  # one table row per line
 
@@ -276,10 +276,10 @@ def test_the_run_table_shows_each_ceilings_interval_not_one_points_spread(capsys
     one_point["interval"] = {"lo": 15.0, "hi": 18.9, "half_width": 0.12, "how": "x", "history_runs": 3}
     older = _c("L1 read bandwidth, 1 thread", 200.0)
     older["stats"] = {"median": 200.0, "p20": 198.0, "p80": 202.0}  # a file written before intervals
-    commands._summary({"machine": {"id": "m"}, "device": "cpu", "ceilings": [one_point, older]})
+    run_tables.ceilings_table({"machine": {"id": "m"}, "device": "cpu", "ceilings": [one_point, older]})
     out = capsys.readouterr().out
     assert "interval" in out and "15-18.9" in out and "16.82-16.82" not in out
     assert "198-202" in out and "p20-p80, no interval" in out and "up to 3 earlier run(s)" in out
-    commands._summary({"machine": {"id": "m"}, "device": "cpu", "ceilings": [older]})  # a family suite's
+    run_tables.ceilings_table({"machine": {"id": "m"}, "device": "cpu", "ceilings": [older]})  # a family suite's
     out = capsys.readouterr().out
     assert "p20-p80" in out and "interval" not in out and "198-202" in out

@@ -147,16 +147,16 @@ def test_bad_ops_are_reported_by_name():
 
 
 def test_info_shows_the_clock_of_the_newest_run_and_says_so(tmp_path):
-    from rooflab import commands
+    from rooflab.commands import info
 
     d = json.loads(CEILINGS.read_text())
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / CEILINGS.name).write_text(json.dumps(d))
     probed = []
-    ghz, which = commands._info_clock("m", tmp_path, lambda t: probed.append(t) or [3.692])
+    ghz, which = info.clock_shown("m", tmp_path, lambda t: probed.append(t) or [3.692])
     assert ghz == pytest.approx(d["machine"]["cpu"]["measured_ghz"]) and CEILINGS.name in which
     assert not probed  # one clock: the run's, not a second one probed now
-    ghz, which = commands._info_clock("other", tmp_path, lambda t: [3.5, 3.692])
+    ghz, which = info.clock_shown("other", tmp_path, lambda t: [3.5, 3.692])
     assert ghz == 3.692 and "probed now" in which
 
 

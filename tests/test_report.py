@@ -85,7 +85,7 @@ def test_report_renders_in_headless_chromium(quick_result, tmp_path):
 def test_family_summary_names_each_variant_once_and_fits_a_narrow_terminal(monkeypatch, capsys):
     """The run's terminal table: the suite's prefix said once in the title, each case label
     without the variant name it repeats, and no name cut off in an 80-column shell."""
-    from rooflab import commands
+    from rooflab.commands import run_tables
 
     name = "cpu.elementwise.bias_gelu_add.02-numba-fused"
     recs = [
@@ -96,7 +96,7 @@ def test_family_summary_names_each_variant_once_and_fits_a_narrow_terminal(monke
         r["status"] = "ok"
     monkeypatch.setenv("COLUMNS", "80")
     data = {"suite": "elementwise", "machine": {"id": "m"}, "device": "cpu", "records": recs}
-    commands._family_summary(data)
+    run_tables.family_table(data)
     out = capsys.readouterr().out
     assert "variants cpu.elementwise.*" in out
     assert "…" not in out  # folded, never cut

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from rooflab import cli, commands, compile_ahead
+from rooflab import agreement, cli, compile_ahead
+from rooflab.commands import run as run_command
 from rooflab.cpu import dram_probe
 from rooflab.families import latency
 from rooflab.families.lowprec import available
@@ -46,7 +47,7 @@ class FakeDriver:
 @pytest.fixture
 def fake(monkeypatch):
     def use(stop_in=None):
-        monkeypatch.setattr(commands, "_driver", lambda device, settings: FakeDriver(stop_in))
+        monkeypatch.setattr(run_command, "_driver", lambda device, settings: FakeDriver(stop_in))
         monkeypatch.setattr(compile_ahead, "cached", lambda job: True)  # a warm cache: no compile phase
 
         def measure(nbytes, threads):
@@ -150,7 +151,7 @@ def test_every_mover_is_flagged(tmp_path):
         {"L1 update bandwidth, 2 threads": 88.0, "dispatch: fork_join": 2.32, "dispatch: empty": 53.0, "x": 1.02},
         stamp="20260101T000300Z",
     )
-    line = commands._agreement(now, tmp_path)
+    line = agreement.check(now, tmp_path)
     assert line.startswith("noisy: 3 of 4 ceilings moved")
     for name in ("L1 update bandwidth, 2 threads (-12%)", "dispatch: fork_join (+16%)", "dispatch: empty (+6%)"):
         assert name in line
@@ -171,7 +172,7 @@ class RecordingDriver(FakeDriver):
 
 def test_dram_cases_get_two_more_passes_spread_through_the_intensity_sweep(tmp_path, monkeypatch):
     drv = RecordingDriver()
-    monkeypatch.setattr(commands, "_driver", lambda device, settings: drv)
+    monkeypatch.setattr(run_command, "_driver", lambda device, settings: drv)
     # the cache plateau up to 8 MiB, DRAM's from 16 MiB: DRAM points start at 32 MiB
     monkeypatch.setattr(dram_probe, "read_gbps", lambda nbytes, threads: 50.0 if nbytes <= 8 << 20 else 10.0)
     argv = ["run", *TINY, "--out", str(tmp_path)]

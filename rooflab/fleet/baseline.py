@@ -18,9 +18,8 @@ from statistics import median
 import numpy as np
 
 from ..errors import RooflabError
-from ..results import atomic_write_json, utc_now
+from ..results import utc_now
 from .identity import sku_of_result
-from .store import node_results
 
 KIND = "rooflab-fleet-baseline"
 SCHEMA = 1
@@ -101,16 +100,3 @@ def load(path) -> dict:
             "rebuild it with this rooflab's `rooflab fleet baseline`",
         )
     return data
-
-
-def baseline_command(args) -> int:
-    nodes = []
-    for d in args.dirs:
-        nodes += node_results(d)
-    data = build(nodes, args.group_by, [str(d) for d in args.dirs])
-    out = Path(args.output)
-    atomic_write_json(out, data)
-    for key, g in data["skus"].items():
-        print(f"{key}: {len(g['nodes'])} node(s), {len(g['ceilings'])} ceilings ({g['suite']} on {g['device']})")
-    print(out)
-    return 0

@@ -31,9 +31,7 @@ from pathlib import Path
 from statistics import mean, median
 
 from ..errors import RooflabError
-from . import baseline as bl
 from .identity import sku_of_result
-from .store import node_results
 
 DEFAULT_PCT = 5.0
 Z_THRESHOLD = 3.5
@@ -230,11 +228,3 @@ def render(rows: list[dict], fmt: str, show_all: bool) -> str:
         console.print(t)
     console.print(tail, markup=False)
     return buf.getvalue().rstrip("\n")
-
-
-def diagnose_command(args) -> int:
-    base = bl.load(args.baseline)
-    rules = load_rules(args.rules, base)
-    rows = diagnose(node_results(args.dir), base, rules)
-    print(render(rows, args.format, args.all))
-    return 1 if any(r["failed"] for r in rows) else 0

@@ -111,18 +111,3 @@ def build(path, base: dict | None = None) -> str:
             out.append(_img(roofline_figure(n, docs[n], group), f"roofline of {n}"))
     out.append("</body></html>")
     return "\n".join(out)
-
-
-def report_command(args) -> int:
-    """`rooflab report FLEET_DIR [-o FILE]`: the fleet page."""
-    from ..errors import RooflabError
-
-    if len(args.results) != 1:
-        raise RooflabError("a fleet report takes one fleet directory", "rooflab report FLEET_DIR -o fleet.html")
-    path = Path(args.results[0])
-    text = build(path)
-    out = Path(args.output or path / "report.html")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    print(out)
-    return 0

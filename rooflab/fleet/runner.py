@@ -36,28 +36,29 @@ def parse_nodes(text: str | None):
     return int(text)
 
 
-def settings_from(args) -> dict:
+def node_settings(*, suite=None, device=None, quick=False, threads=None, budget=None, timeout=None, nodes=None) -> dict:
+    """The `rooflab run` every node runs, checked once here rather than on every node."""
     from ..choices import devices as _devices
     from ..choices import suites as _suites
 
-    suite = args.suite or DEFAULT_SUITE
+    suite = suite or DEFAULT_SUITE
     _suites(suite)  # an unknown suite is refused here, not on every node
-    device = (args.device or "cpu").lower()
+    device = (device or "cpu").lower()
     if device not in ("cpu", "cuda"):
         _devices(device)
         raise RooflabError("--device all is per node: run the fleet once per device", "use --device cpu or cuda")
-    if args.timeout is not None and args.timeout <= 0:
-        raise RooflabError(f"--timeout must be positive, got {args.timeout:g}")
-    if args.threads is not None and args.threads < 1:
-        raise RooflabError(f"--threads must be at least 1, got {args.threads}")
+    if timeout is not None and timeout <= 0:
+        raise RooflabError(f"--timeout must be positive, got {timeout:g}")
+    if threads is not None and threads < 1:
+        raise RooflabError(f"--threads must be at least 1, got {threads}")
     return {
         "suite": suite,
         "device": device,
-        "quick": bool(args.quick),
-        "threads": args.threads,
-        "budget": args.budget,
-        "timeout": args.timeout if args.timeout is not None else DEFAULT_TIMEOUT_S,
-        "nodes": args.nodes or "all",
+        "quick": bool(quick),
+        "threads": threads,
+        "budget": budget,
+        "timeout": timeout if timeout is not None else DEFAULT_TIMEOUT_S,
+        "nodes": nodes or "all",
     }
 
 
@@ -84,32 +85,40 @@ def choose(usable: list[dict], want: int | None, done: dict, where: str) -> tupl
     return todo[:room], skipped
 
 
-def run_fleet(args) -> int:
-    resume = getattr(args, "resume", None)
+def run_fleet(
+    output: str | None,
+    *,
+    resume: str | None = None,
+    engine: str = "ray",
+    address: str | None = None,
+    options: dict | None = None,
+    slurm_options: dict | None = None,
+) -> int:
+    """`rooflab fleet run`: one `rooflab run` per node into the fleet folder ``output`` (or the
+    nodes of ``resume`` without a good result); ``options`` are `node_settings`' keywords,
+    ``slurm_options`` slurm.run_fleet's (partition, time_limit, dry_run)."""
     if resume:
         out = Path(resume)
         manifest = store.load_manifest(out)
         settings = manifest["settings"]
         engine = manifest["engine"]
-        address = args.address or manifest.get("address")
+        address = address or manifest.get("address")
         print(f"resuming {out}: {settings['suite']} on {engine}, nodes without a good result", file=sys.stderr)
     else:
-        if not args.output:
+        if not output:
             raise RooflabError("fleet run needs -o DIR (or --resume DIR)", "e.g. rooflab fleet run -o fleet/")
-        out = Path(args.output)
+        out = Path(output)
         if store.is_fleet_dir(out):
             raise RooflabError(
                 f"{out} already holds a fleet run", f"pass --resume {out} to finish it, or another -o DIR"
             )
-        settings = settings_from(args)
-        engine = args.engine
-        address = args.address
+        settings = node_settings(**(options or {}))
         manifest = None
     want = parse_nodes(settings["nodes"])
     if engine == "slurm":
         from . import slurm
 
-        return slurm.run_fleet(args, out, settings, want, manifest)
+        return slurm.run_fleet(out, settings, want, manifest, **(slurm_options or {}))
     if engine != "ray":
         raise RooflabError(f"unknown engine {engine!r}", "use --engine ray or --engine slurm")
     from . import ray as engine_ray

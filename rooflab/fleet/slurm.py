@@ -82,10 +82,18 @@ def script(
     return "\n".join(head + body)
 
 
-def run_fleet(args, out: Path, settings: dict, want: int | None, manifest: dict | None) -> int:
+def run_fleet(
+    out: Path,
+    settings: dict,
+    want: int | None,
+    manifest: dict | None,
+    *,
+    partition: str | None = None,
+    time_limit: str | None = None,
+    dry_run: bool = False,
+) -> int:
     from .outcome import run_args, summary
 
-    partition = getattr(args, "partition", None)
     done = store.good_nodes(out, manifest) if manifest else {}
     nodes = want if want is not None else count_nodes(partition)
     todo = nodes - len(done)
@@ -93,10 +101,8 @@ def run_fleet(args, out: Path, settings: dict, want: int | None, manifest: dict 
         print(f"all {nodes} node(s) already have a good result in {out}")
         return 0
     exclude = sorted({e["hostname"] for e in done.values() if e.get("hostname")})
-    text = script(
-        out, run_args(settings), todo, settings["timeout"], partition, getattr(args, "time_limit", None), exclude
-    )
-    if getattr(args, "dry_run", False):
+    text = script(out, run_args(settings), todo, settings["timeout"], partition, time_limit, exclude)
+    if dry_run:
         print(text, end="")
         return 0
     sbatch = shutil.which("sbatch")

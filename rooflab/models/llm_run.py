@@ -21,10 +21,7 @@ MBU = bytes a step must move / its time / the DRAM roof; MFU = FLOPs / time / pe
 
 from __future__ import annotations
 
-import json
 import sys
-import warnings
-from pathlib import Path
 
 from ..errors import RooflabError
 from ..memory import available_bytes, fmt_bytes
@@ -42,16 +39,17 @@ def _ints(text, what: str) -> list[int]:
     return sorted(set(out))
 
 
-def check_inputs(arch: llm.Arch, args) -> dict:
-    """Prompt, contexts, batches and dtype, refused (one line naming the option) when unusable;
-    a context above max_position_embeddings is a warning only."""
-    prompt = _ints(args.prompt, "--prompt")
+def check_inputs(arch: llm.Arch, *, prompt: str, context: str, batch: str, dtype: str, weights: str | None,
+                 device: str) -> dict:  # fmt: skip
+    """Prompt, contexts, batches and dtype (as the user typed them: "128", "1,4,16"), refused (one
+    line naming the option) when unusable; a context above max_position_embeddings is a warning only."""
+    prompt = _ints(prompt, "--prompt")
     if len(prompt) != 1:
         raise RooflabError("--prompt takes one length", "e.g. --prompt 128")
-    contexts = _ints(args.context, "--context")
-    batches = _ints(args.batch, "--batch")
-    dtype = llm.dtype_name(args.dtype)
-    weights = llm.weights_bits(getattr(args, "weights", None))
+    contexts = _ints(context, "--context")
+    batches = _ints(batch, "--batch")
+    dtype = llm.dtype_name(dtype)
+    weights = llm.weights_bits(weights)
     if weights and dtype != "float32":
         raise RooflabError(
             f"--weights int{weights} keeps fp32 activations (MatMulNBits's accuracy level 0); --dtype {dtype} does not apply",
@@ -63,7 +61,7 @@ def check_inputs(arch: llm.Arch, args) -> dict:
                 f"warning: length {n} is above the model's max_position_embeddings ({arch.max_pos}); placed anyway",
                 file=sys.stderr,
             )
-    total = _memory_total(args.device)
+    total = _memory_total(device)
     kv = llm.kv_cache_bytes(arch, max(batches), max(contexts + prompt), ITEMSIZE[dtype])
     if total and kv > total:
         raise RooflabError(
@@ -381,7 +379,7 @@ def curves(arch, roofs, dtype: str, batch0: int, context0: int, prompt: int, wei
     }  # fmt: skip
 
 
-def _sets(arch, inp) -> list[dict]:
+def op_sets(arch, inp) -> list[dict]:
     sets = []
     for B in inp["batches"]:
         w = inp.get("weights")
@@ -474,238 +472,3 @@ def lines(summary: dict) -> list[str]:
             + f", DRAM {c['dram_gbps']:.1f} GB/s)"
         )
     return out
-
-
-def cmd_llm(args) -> int:
-    from .. import machine
-    from ..threads import check_threads, max_threads
-
-    arch = llm.load(args.config)
-    if llm.generic_note(arch):
-        print(llm.generic_note(arch), file=sys.stderr)
-    if arch.unknown:
-        print(
-            f"note: {arch.name}: config fields rooflab does not read: {', '.join(arch.unknown)} (placed without them)",
-            file=sys.stderr,
-        )
-    device = (args.device or "cpu").lower()
-    if device not in ("cpu", "cuda"):
-        raise RooflabError(f"unknown device {args.device!r}", "use --device cpu or cuda")
-    inp = check_inputs(arch, args)
-    runtime = (args.runtime or "").lower() or None
-    if runtime not in (None, "onnxruntime", "ort", "torch"):
-        raise RooflabError(f"unknown runtime {args.runtime!r}", "use --runtime onnxruntime or torch")
-    grid = None
-    if getattr(args, "grid", None):  # the grid's own mistakes first, before the runtime is looked for
-        from . import llm_grid
-
-        grid = llm_grid.grid_of(args.grid)
-        if not runtime:
-            raise RooflabError("--grid runs the runtime check over a grid", "add --runtime onnxruntime or torch")
-        llm_grid.check_memory(arch, grid, inp["dtype"])
-    if runtime == "torch":
-        from . import llm_torch
-
-        llm_torch.check(arch, device, inp["dtype"])
-        if inp["weights"]:
-            raise RooflabError("--runtime torch builds the fp32 model", "use --runtime onnxruntime with --weights")
-        if args.no_measure or 1 not in inp["batches"]:
-            raise RooflabError("--runtime torch compares measured predictions at batch 1",
-                               "drop --no-measure, include batch 1")  # fmt: skip
-    elif runtime:
-        from . import export_llm
-
-        export_llm.check(arch, 1, inp["prompt"], None)
-        if args.no_measure or 1 not in inp["batches"] or device != "cpu":
-            raise RooflabError("--runtime onnxruntime compares measured predictions at batch 1 on the CPU",
-                               "drop --no-measure, include batch 1, use --device cpu")  # fmt: skip
-    summary = {
-        "config": arch.name, "arch": llm.describe(arch), "params": llm.param_counts(arch),
-        "unknown_fields": arch.unknown, "dtype_requested": inp["dtype"], "prompt": inp["prompt"],
-        "batches": inp["batches"], "contexts": inp["contexts"], "weights": weights_label(inp["weights"]),
-    }  # fmt: skip
-    desc = machine.describe()
-    if device == "cuda":
-        from ..cuda import backend
-
-        backend.require(0)
-        desc["gpu"] = backend.describe(0)
-        desc["id"] = f"{machine.slug(desc['gpu']['name'])}-gpu0"
-    threads = check_threads(args.threads) if args.threads is not None else max_threads()
-    out = Path(args.out)
-    try:
-        ceil, src = measure.find_ceilings(out, desc["id"], device, args.ceilings)
-    except RooflabError:
-        if not args.no_measure:
-            raise
-        ceil = None
-    if ceil is None:  # counts only
-        summary["dtype_executed"] = inp["dtype"]
-        summary["phases"] = {
-            "prefill": llm.totals(
-                llm.phase_ops(arch, "prefill", 1, inp["prompt"], dtype=inp["dtype"], weights=inp["weights"])
-            ),
-            "decode": llm.totals(
-                llm.phase_ops(arch, "decode", 1, context=inp["contexts"][0], dtype=inp["dtype"], weights=inp["weights"])
-            ),
-        }
-        print(json.dumps(summary, indent=1) if args.json else "\n".join(lines(summary)))
-        return 0
-    if grid is not None:
-        return _grid(arch, args, inp, runtime, grid, summary, ceil, src, desc, out)
-    roofs = place.Roofs(ceil, threads if device == "cpu" else 0, device)
-    if roofs.note:  # the ops (and the runtime check) then run at the roofs' threads: place.run_threads
-        print(f"note: {roofs.note}", file=sys.stderr)
-    threads = place.run_threads(roofs, threads)
-    sets = _sets(arch, inp)
-    all_ops = [o for s in sets for o in s["ops"]]
-    progress = None
-    if not args.json:
-        from ..progress import RichProgress
-
-        progress = RichProgress(f"llm {arch.name}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        measured = measure_distinct(
-            all_ops, roofs, device=device, threads=threads, quick=args.quick, machine=desc, own=not args.no_own,
-            execute=not args.no_measure, progress=progress,
-            runtime=runtime_kernels(runtime),
-        )  # fmt: skip
-    if progress:
-        progress.close()
-    summary.update(
-        executed=not args.no_measure,
-        dtype_executed=executable(inp["dtype"], device, "gemm"),  # the GEMMs'; dtype_note says the rest
-        dtype_note=dtype_note(inp["dtype"], device),
-        threads=threads if device == "cpu" else roofs.threads,  # what the ops and the runtime run at
-        roofs_threads=roofs.threads,
-        device=device,
-        ceilings_source=src,
-    )
-    summary["rows"] = assemble(sets, measured, roofs, desc, device, inp["dtype"])
-    state_experts(arch, summary)
-    summary["curves"] = curves(
-        arch, roofs, inp["dtype"], inp["batches"][0], inp["contexts"][0], inp["prompt"], inp["weights"]
-    )
-    if runtime:
-        from . import llm_ort, llm_torch
-
-        print(f"{runtime} check of {arch.name} ({summary['threads']} threads) ...", file=sys.stderr)
-        if runtime == "torch":
-            floor = runtime_call_floor(roofs, "torch aten call", summary["threads"])
-            rt, kw = llm_torch, {"device": device, "dtype": inp["dtype"], "call_floor": floor}
-        else:
-            cold = summary["rows"][-1]["weights_cold"]
-
-            def copy_s(context, batch=1, _t=summary["threads"]):
-                return graph_kv_copy_s(arch, context, _t, roofs, desc, args.quick, cold, batch)
-
-            floors = {k: runtime_call_floor(roofs, f"onnxruntime {k}", summary["threads"]) for k in ("node", "run")}
-            rt, kw = llm_ort, {"weights": inp["weights"], "graph_kv_copy": copy_s, "call_floors": floors}
-        summary["runtime_check"] = rt.compare(
-            args.config,
-            summary["rows"],
-            summary["threads"],
-            inp["prompt"],
-            inp["contexts"][0],
-            runs=5 if args.quick else 10,
-            **kw,
-        )
-    files = write_outputs(summary, measured, ceil, src, desc, device, out, args)
-    if args.json:
-        slim = dict(summary, rows=[{k: v for k, v in r.items() if k != "ops"} for r in summary["rows"]])
-        print(json.dumps(slim | {"files": [str(f) for f in files]}, indent=1, default=str))
-    else:
-        print("\n".join(lines(summary)))
-        for f in files:
-            print(f"output: {f}")
-    return 0
-
-
-def _grid(arch, args, inp, runtime, grid, summary, ceil, src, desc, out: Path) -> int:
-    """`--grid`: the runtime check over the grid's cells (llm_grid), the result file, the table."""
-    from . import llm_grid, llm_ort, llm_torch
-
-    runs = 3 if args.quick else 5
-    kept: dict = {}
-
-    def measure_sets(sets, roofs, T):
-        ops_all = [o for s in sets for o in s["ops"]]
-        progress = None
-        if not args.json:  # minutes at the full grid's larger cells: say which op runs
-            from ..progress import RichProgress
-
-            progress = RichProgress(f"llm {arch.name} grid, {T} thread(s)")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            kept["measured"] = measure_distinct(
-                ops_all, roofs, device="cpu", threads=T, quick=args.quick, machine=desc, own=not args.no_own,
-                execute=True, runtime=runtime_kernels(runtime), progress=progress,
-            )  # fmt: skip
-        if progress:
-            progress.close()
-        kept["roofs"] = roofs
-        return assemble(sets, kept["measured"], roofs, desc, "cpu", inp["dtype"])
-
-    def compare(rows, T, roofs, B, S, L, phases):
-        if runtime == "torch":
-            floor = runtime_call_floor(roofs, "torch aten call", T)
-            return llm_torch.compare(args.config, rows, T, S, L, runs=runs, device="cpu", dtype=inp["dtype"],
-                                     call_floor=floor, batch=B, phases=phases)  # fmt: skip
-        cold = next(r for r in rows if r["phase"] == "decode" and r["batch"] == B)["weights_cold"]
-
-        def copy_s(context, batch=1):
-            return graph_kv_copy_s(arch, context, T, roofs, desc, args.quick, cold, batch)
-
-        floors = {k: runtime_call_floor(roofs, f"onnxruntime {k}", T) for k in ("node", "run")}
-        return llm_ort.compare(args.config, rows, T, S, L, runs=runs, weights=inp["weights"], graph_kv_copy=copy_s,
-                               call_floors=floors, batch=B, phases=phases)  # fmt: skip
-
-    g = llm_grid.run(arch, grid, runtime="onnxruntime" if runtime != "torch" else "torch", dtype=inp["dtype"],
-                     weights=inp["weights"], ceil=ceil, measure_sets=measure_sets, compare=compare)  # fmt: skip
-    roofs = kept["roofs"]
-    summary.update(
-        executed=True, dtype_executed=executable(inp["dtype"], "cpu", "gemm"),
-        dtype_note=dtype_note(inp["dtype"], "cpu"), threads=roofs.threads, roofs_threads=roofs.threads,
-        device="cpu", ceilings_source=src, rows=g.pop("rows"), grid=g,
-        batches=list(grid["batches"]), contexts=list(grid["contexts"]), prompt=grid["prompts"][0],
-    )  # fmt: skip
-    state_experts(arch, summary)
-    summary["curves"] = curves(arch, roofs, inp["dtype"], grid["batches"][0], grid["contexts"][0],
-                               grid["prompts"][0], inp["weights"])  # fmt: skip
-    files = write_outputs(summary, kept["measured"], ceil, src, desc, "cpu", out, args)
-    if args.json:
-        slim = dict(summary, rows=[{k: v for k, v in r.items() if k != "ops"} for r in summary["rows"]])
-        print(json.dumps(slim | {"files": [str(f) for f in files]}, indent=1, default=str))
-    else:
-        print("\n".join(lines(summary) + llm_grid.lines(g)))
-        for f in files:
-            print(f"output: {f}")
-    return 0
-
-
-def write_outputs(summary, measured, ceil, src, desc, device, out: Path, args) -> list[Path]:
-    from ..results import ResultWriter, require_writable
-
-    require_writable(out)
-    writer = ResultWriter(out, desc, "llm", device, {"config": args.config, "threads": summary["threads"]})
-    measure._use_ceilings(writer, ceil, src)
-    placed = []
-    for e in measured.values():
-        for r in (e["library"], e["own"]):
-            if r is not None:
-                placed.append({**r, "model": summary["config"]})
-    writer.data["ops_placed"] = placed
-    writer.data["llm"] = summary
-    writer.finish("complete")
-    stem = Path(str(writer.path)[:-5])
-    files = [writer.path]
-    if not args.no_plot:
-        from ..charts import llm as llm_charts
-        from ..charts import roofline as roofline_chart
-
-        if placed:
-            files += roofline_chart.roofline(writer.data, Path(str(stem) + ".roofline"), ops=placed)
-        files += llm_charts.decode_charts(summary, stem)
-        files += llm_charts.grid_charts(summary, stem)
-    return files

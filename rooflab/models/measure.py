@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -300,69 +299,6 @@ def measure_ops(
     return placed, errors
 
 
-def lacks(data: dict, device: str) -> list[str]:
-    """What a ceilings result lacks to stand as a machine's roofs: its main memory level (a run with
-    a small working-set limit, or one interrupted before DRAM, has only cache levels) and a peak."""
-    ceil = data.get("ceilings") or []
-    main = "HBM" if device == "cuda" else "DRAM"
-    out = []
-    if not any(c.get("kind") == "bandwidth" and c.get("level") == main for c in ceil):
-        out.append(f"{main} bandwidth")
-    if not any(c.get("kind") == "compute" for c in ceil):
-        out.append("a compute peak")
-    return out
-
-
-def find_ceilings(out_dir: Path, machine_id: str, device: str, explicit: str | None) -> tuple[dict, str]:
-    """``explicit``, or the newest complete ceilings result of this machine with every roof (main
-    memory and a compute peak); a newer partial one is passed over with a note saying what it lacks,
-    and an explicit partial one is used with that note."""
-    from ..results import load
-
-    if explicit:
-        data = load(explicit)
-        if data.get("suite") != "ceilings":
-            raise RooflabError(
-                f"{explicit} is a {data.get('suite')!r} result, not a ceilings result",
-                "pass a file written by `rooflab run` (suite ceilings)",
-            )
-        if data["machine"]["id"] != machine_id:
-            warnings.warn(
-                f"ceilings come from machine {data['machine']['id']!r}, not this one ({machine_id!r}): "
-                "the classification is for that machine's roofs",
-                stacklevel=2,
-            )
-            print(f"warning: ceilings from another machine ({data['machine']['id']}); placing against them anyway")
-        missing = lacks(data, device)
-        if missing:
-            print(
-                f"note: {explicit} lacks {' and '.join(missing)}: ops are placed against the roofs it has "
-                "(the slowest level it measured stands for main memory)",
-                file=sys.stderr,
-            )
-        return data, explicit
-    cands = sorted((Path(out_dir) / machine_id).glob(f"rooflab-ceilings-{device}-*.json"))
-    passed = []
-    for c in reversed(cands):
-        try:
-            data = load(c)
-        except RooflabError:
-            continue
-        if not data.get("ceilings"):
-            continue
-        missing = lacks(data, device)
-        if data.get("status", "").startswith("complete") and not missing:
-            for p, why in passed:
-                print(f"note: passed over the newer {p.name}: {why}; using {c.name}", file=sys.stderr)
-            return data, str(c)
-        passed.append((c, f"it lacks {' and '.join(missing)}" if missing else f"it is {data.get('status')}"))
-    raise RooflabError(
-        f"no complete ceilings result for machine {machine_id!r} under {out_dir}/"
-        + (f" ({passed[0][0].name}: {passed[0][1]})" if passed else ""),
-        f"run `rooflab run --device {device}` first, or pass --ceilings RESULT.json",
-    )
-
-
 def roofs_for(writer, ceil: dict, threads: int, device: str) -> place.Roofs:
     """The roofs ops are placed on; when those of ``threads`` cannot be true and another thread
     count's are used, the one-line note is printed and kept in the result's notes."""
@@ -373,7 +309,7 @@ def roofs_for(writer, ceil: dict, threads: int, device: str) -> place.Roofs:
     return roofs
 
 
-def _warn_above_roof(writer, placed: list[dict], name: str = "name") -> None:
+def warn_above_roof(writer, placed: list[dict], name: str = "name") -> None:
     line = place.above_roof_warning(placed, name)
     if line:
         print(line, file=sys.stderr)
@@ -381,7 +317,7 @@ def _warn_above_roof(writer, placed: list[dict], name: str = "name") -> None:
         writer.save()
 
 
-def _use_ceilings(writer, ceil: dict, src: str) -> None:
+def use_ceilings(writer, ceil: dict, src: str) -> None:
     writer.data.update(ceilings=ceil["ceilings"], ceilings_source=src, classification_rule=place.RULE)
     for part in ("cpu", "gpu"):
         if ceil["machine"].get(part):
@@ -390,11 +326,11 @@ def _use_ceilings(writer, ceil: dict, src: str) -> None:
     writer.data["machine"]["gpu"] = ceil["machine"].get("gpu") or writer.data["machine"].get("gpu")
 
 
-def _device_name(machine: dict, device: str) -> str:
+def device_name(machine: dict, device: str) -> str:
     return machine["gpu"]["name"] if device == "cuda" and machine.get("gpu") else machine["cpu"]["model"]
 
 
-def _finish_outputs(writer, placed, summaries):
+def write_tables(writer, placed, summaries):
     stem = str(writer.path)[:-5]
     Path(stem + ".ops.csv").write_text(place.to_csv(placed))
     md = ["# Model ops placed on the measured roofline", "", f"Rule: {place.RULE}", ""]
@@ -405,7 +341,7 @@ def _finish_outputs(writer, placed, summaries):
     return [Path(stem + ".ops.csv"), Path(stem + ".ops.md")]
 
 
-def _summary(name: str, placed: list[dict], errors: list[dict], device_name: str) -> dict:
+def model_summary(name: str, placed: list[dict], errors: list[dict], device_name: str) -> dict:
     framework = [p for p in placed if not p["own_kernel"]]
     s = place.summarize_model(framework) if framework else {"total_time_s": 0.0, "share_pct": {}, "ops": 0}
     s.setdefault("achieved_gflops", 0.0)
@@ -415,24 +351,12 @@ def _summary(name: str, placed: list[dict], errors: list[dict], device_name: str
     return s
 
 
-def run_suite(
-    writer,
-    *,
-    device,
-    quick,
-    threads,
-    progress,
-    model=None,
-    batch=None,
-    seq=None,
-    ceilings_path=None,
-    out_dir=None,
-):
-    from ..results import RUNS_DIR
-
-    out_dir = Path(RUNS_DIR) if out_dir is None else out_dir
-    ceil, src = find_ceilings(out_dir, writer.data["machine"]["id"], device, ceilings_path)
-    _use_ceilings(writer, ceil, src)
+def run_suite(writer, setup, progress, *, model=None, batch=None, seq=None) -> None:
+    """`rooflab run --suite models`: the catalog's networks (or ``model``), each op measured and
+    placed on the setup's ceilings, a summary line per model and the tables beside the result."""
+    device, threads, quick = setup.device, setup.threads, setup.quick
+    ceil, src = setup.find_ceilings()
+    use_ceilings(writer, ceil, src)
     groups = [
         (name, catalog.distinct(catalog.model_ops(name, **kw))) for name, kw in catalog.suite_for(model, batch, seq)
     ]
@@ -446,77 +370,18 @@ def run_suite(
             ops_list, roofs, device=device, threads=threads, quick=quick, machine=writer.data["machine"],
             writer=writer, progress=progress,
         )  # fmt: skip
-        s = _summary(
-            placed[0]["model"] if placed else name, placed, errors, _device_name(writer.data["machine"], device)
+        s = model_summary(
+            placed[0]["model"] if placed else name, placed, errors, device_name(writer.data["machine"], device)
         )
         s["placement_seconds"] = time.monotonic() - t0
         summaries.append(s)
         all_placed += placed
         writer.data["model_summaries"] = summaries
         writer.save()
-    files = _finish_outputs(writer, all_placed, summaries)
+    files = write_tables(writer, all_placed, summaries)
     for s in summaries:
         print(s["line"])
-    _warn_above_roof(writer, all_placed)
+    warn_above_roof(writer, all_placed)
     for f in files:
         print(f"table:  {f}")
     progress.done(None)
-
-
-def place_command(ops_list, unsupported, args, source: str) -> int:
-    """Shared by `rooflab place OPS.json` and `rooflab place MODEL.onnx`: the ops run on the device
-    asked for (--device cuda runs them on the GPU) and are placed on that device's ceilings."""
-    from .. import machine
-    from ..charts import roofline
-    from ..progress import RichProgress
-    from ..results import ResultWriter, require_writable
-    from ..threads import check_threads, max_threads
-
-    device = args.device
-    desc = machine.describe()
-    if device == "cuda":
-        from ..cuda import backend
-
-        backend.require(getattr(args, "gpu", 0))
-        desc["gpu"] = backend.describe(getattr(args, "gpu", 0))
-        desc["id"] = f"{machine.slug(desc['gpu']['name'])}-gpu{getattr(args, 'gpu', 0)}"
-    threads = check_threads(args.threads) if args.threads is not None else max_threads()
-    out = Path(args.out)
-    require_writable(out)
-    ceil, src = find_ceilings(out, desc["id"], device, args.ceilings)
-    writer = ResultWriter(out, desc, "place", device, {"source": source, "quick": args.quick, "threads": threads})
-    _use_ceilings(writer, ceil, src)
-    for u in unsupported:  # printed once, with the other errors, at the end
-        writer.add_error(u.get("op", "?"), u["error"])
-    progress = RichProgress(f"placing {Path(source).name}")
-    progress.start(len(ops_list))
-    roofs = roofs_for(writer, ceil, threads if device == "cpu" else 0, device)
-    threads = place.run_threads(roofs, threads)
-    writer.data["config"]["threads"] = threads
-    try:
-        placed, errors = measure_ops(
-            ops_list, roofs, device=device, threads=threads, quick=args.quick, machine=writer.data["machine"],
-            writer=writer, progress=progress,
-        )  # fmt: skip
-    except KeyboardInterrupt:
-        progress.close()
-        writer.finish("interrupted")
-        return 130
-    progress.close()
-    writer.finish("complete" if not writer.data["errors"] else "complete-with-errors")
-    errors += [{"op": u.get("op", "?")} for u in unsupported]
-    s = _summary(Path(source).name, placed, errors, _device_name(desc, device))
-    writer.data["model_summaries"] = [s]
-    writer.save()
-    files = _finish_outputs(writer, placed, [s])
-    files += roofline.roofline(writer.data, Path(str(writer.path)[:-5] + ".roofline"), ops=placed)
-    if placed:
-        print(place.to_markdown(placed))
-    print(s["line"])
-    _warn_above_roof(writer, placed)
-    for e in writer.data["errors"]:
-        print(f"error: {e['label']}: {e['error']}")
-    print(f"result: {writer.path}")
-    for f in files:
-        print(f"output: {f}")
-    return 0 if placed else 1

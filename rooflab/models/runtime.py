@@ -271,45 +271,31 @@ def record_row(r: dict) -> dict:
     return out
 
 
-def prepare(args, device: str) -> dict:
+def prepare(setup) -> dict:
     """Everything a runtime placement needs that can fail on the user's input, checked before the
-    model runs: threads, the output folder, the ceilings, the machine (the GPU's with --device cuda)."""
-    from .. import machine
-    from ..results import require_writable
-    from ..threads import check_threads, max_threads
-    from .measure import find_ceilings
-
-    desc = machine.describe()
-    if device == "cuda":
-        from ..cuda import backend
-
-        backend.require(getattr(args, "gpu", 0))
-        desc["gpu"] = backend.describe(getattr(args, "gpu", 0))
-        desc["id"] = f"{machine.slug(desc['gpu']['name'])}-gpu{getattr(args, 'gpu', 0)}"
-    elif device != "cpu":
-        raise RooflabError(f"unknown device {device!r}", "use --device cpu or cuda")
-    threads = check_threads(args.threads) if args.threads is not None else max_threads()
-    out = Path(args.out)
-    require_writable(out)
-    ceil, src = find_ceilings(out, desc["id"], device, args.ceilings)
+    model runs (the setup checked threads, the output folder and the device; here the ceilings)."""
     from . import place
 
+    ceil, src = setup.find_ceilings()
+    device = setup.device
     # the runtime runs at the threads of the roofs its nodes are placed on (place.run_threads)
-    threads = place.run_threads(place.Roofs(ceil, threads if device == "cpu" else 0, device), threads)
-    return {"machine": desc, "threads": threads, "ceilings": ceil, "ceilings_source": src, "device": device}
+    threads = place.run_threads(place.Roofs(ceil, setup.threads if device == "cpu" else 0, device), setup.threads)
+    return {"machine": setup.description(), "threads": threads, "ceilings": ceil, "ceilings_source": src,
+            "device": device, "out": setup.out, "quick": setup.quick}  # fmt: skip
 
 
-def place_profile(profile: dict, args, source: str, ready: dict) -> dict:
+def place_profile(profile: dict, source: str, ready: dict, own: bool = True) -> dict:
     """Shared by `rooflab place MODEL.onnx --runtime onnxruntime` and place_torch: placement,
     rooflab's own times, result file, table, plot and the summary line. Returns the summary (with
-    ``result``: the result file, ``outputs``: the table and plot files)."""
+    ``result``: the result file, ``outputs``: the table and plot files); ``own``: rooflab re-runs
+    each node's ops too."""
     from ..charts import roofline
     from ..progress import RichProgress
     from ..results import ResultWriter
-    from .measure import _device_name, _use_ceilings, _warn_above_roof, roofs_for
+    from .measure import device_name, roofs_for, use_ceilings, warn_above_roof
 
     device, desc = ready["device"], ready["machine"]
-    ceil, src, out = ready["ceilings"], ready["ceilings_source"], Path(args.out)
+    ceil, src, out, quick = ready["ceilings"], ready["ceilings_source"], ready["out"], ready["quick"]
     config = {
         "source": source,
         "runtime": profile["runtime"],
@@ -317,21 +303,21 @@ def place_profile(profile: dict, args, source: str, ready: dict) -> dict:
         "threads": profile["threads"],
         "runs": profile["runs"],
         "warmup": profile["warmup"],
-        "quick": bool(args.quick),
-        "own": not args.no_own,
+        "quick": bool(quick),
+        "own": own,
         "inputs": profile.get("inputs"),
     }
     writer = ResultWriter(out, desc, "runtime", device, config)
-    _use_ceilings(writer, ceil, src)
+    use_ceilings(writer, ceil, src)
     roofs = roofs_for(writer, ceil, profile["threads"] if device == "cpu" else 0, device)
     rows = profile["rows"]
     place_rows(rows, roofs, f"runtime-{device}")
-    own = []
-    if not args.no_own:
+    own_rows = []
+    if own:
         progress = RichProgress(f"rooflab re-execution of {Path(source).name}")
         try:
-            own = own_times(
-                rows, roofs, device=device, threads=profile["threads"], quick=args.quick,
+            own_rows = own_times(
+                rows, roofs, device=device, threads=profile["threads"], quick=quick,
                 machine=writer.data["machine"], progress=progress,
             )  # fmt: skip
         except KeyboardInterrupt:
@@ -341,7 +327,7 @@ def place_profile(profile: dict, args, source: str, ready: dict) -> dict:
         progress.close()
     label = Path(source).name
     s = summarize(
-        rows, profile["e2e_samples_s"], label, profile["runtime_label"], _device_name(desc, device),
+        rows, profile["e2e_samples_s"], label, profile["runtime_label"], device_name(desc, device),
         profile.get("run_totals_s"),
     )  # fmt: skip
     for u in profile.get("unsupported", []):
@@ -355,7 +341,7 @@ def place_profile(profile: dict, args, source: str, ready: dict) -> dict:
         "provider": profile.get("provider"),
     }
     writer.data["model_summaries"] = [s]
-    writer.data["ops_placed"] = plot_points(rows, own, profile["runtime_label"], profile["threads"])
+    writer.data["ops_placed"] = plot_points(rows, own_rows, profile["runtime_label"], profile["threads"])
     writer.finish("complete")
     stem = str(writer.path)[:-5]
     files = [Path(stem + ".nodes.csv"), Path(stem + ".nodes.md")]
@@ -369,7 +355,7 @@ def place_profile(profile: dict, args, source: str, ready: dict) -> dict:
     files += roofline.roofline(writer.data, Path(stem + ".roofline"), ops=writer.data["ops_placed"])
     print(to_markdown(rows))
     print(s["line"])
-    _warn_above_roof(writer, rows, "node")
+    warn_above_roof(writer, rows, "node")
     if profile.get("not_executed"):
         names = [n["node"] for n in profile["not_executed"]]
         print(f"not run as nodes ({len(names)}, folded or removed by the runtime): {', '.join(names[:6])}"

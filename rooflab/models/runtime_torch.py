@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import time
-from types import SimpleNamespace
 
 from ..errors import RooflabError
 from . import ops as opsmod
@@ -324,12 +323,10 @@ def place_torch(
     rooflab's own re-execution of the same ops. Writes the result like `rooflab place --runtime`
     and returns its summary (``line``, ``share_pct``, ``most_time_above_roof``, ``result`` ...)."""
     import_torch()
+    from ..command_setup import setup
     from ..results import RUNS_DIR
     from .runtime import place_profile, prepare
 
-    args = SimpleNamespace(
-        threads=threads, out=str(out or RUNS_DIR), ceilings=ceilings, quick=quick, no_own=not own, gpu=0
-    )
-    ready = prepare(args, "cpu")
+    ready = prepare(setup("cpu", threads=threads, out=out or RUNS_DIR, ceilings=ceilings, quick=quick))
     profile = profile_torch(model, example_inputs, threads=ready["threads"], quick=quick, runs=runs)
-    return place_profile(profile, args, type(model).__name__, ready)
+    return place_profile(profile, type(model).__name__, ready, own=own)

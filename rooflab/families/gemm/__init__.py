@@ -60,9 +60,6 @@ def _model_shapes() -> list[tuple[str, dict]]:
 MODEL_SHAPES = _model_shapes()
 # the issue's decode GEMV "1 x 768 x 3072" (M x N x K): one token through GPT-2's mlp.c_proj
 # (3072 -> 768); its twin c_fc (768 -> 3072) is 1 x 3072 x 768 and moves the same 9.4 MB of weights
-GEMV = {"M": 1, "N": 768, "K": 3072}
-
-
 # ---- shapes ----------------------------------------------------------------------------------
 
 

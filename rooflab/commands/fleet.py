@@ -1,11 +1,19 @@
-"""Command line of `rooflab fleet run | baseline | diagnose` (and `rooflab publish`); hooked into
-rooflab/cli.py with one call, the work lives in runner.py, baseline.py and diagnose.py."""
+"""`rooflab fleet run | baseline | diagnose`: many machines. `run` starts one `rooflab run` per node of
+a Ray (or Slurm) cluster, each holding its node alone, one result file per node (rooflab/fleet/
+runner.py); `baseline` takes the median per ceiling over the nodes of each SKU; `diagnose` holds
+each node against its SKU's baseline and exits 1 when any node fails."""
 
 from __future__ import annotations
 
+from pathlib import Path
 
-def add_parsers(sub) -> None:
-    f = sub.add_parser("fleet", help="many machines: run on every node of a Ray or Slurm cluster, baseline, diagnose")
+from ..errors import RooflabError
+
+HELP = "many machines: run on every node of a Ray or Slurm cluster, baseline, diagnose"
+
+
+def add_parser(sub) -> None:
+    f = sub.add_parser("fleet", help=HELP)
     fs = f.add_subparsers(dest="fleet_command", metavar="ACTION")  # its parsers one-line errors too
 
     r = fs.add_parser("run", help="one `rooflab run` per node, each holding its node alone; one result file per node")
@@ -38,25 +46,49 @@ def add_parsers(sub) -> None:
     d.add_argument("--format", default="table", choices=("table", "markdown", "json"))
     d.add_argument("--all", action="store_true", help="list every node and ceiling, not only the flagged")
 
-    p = sub.add_parser("publish", help="static site (opens offline) from a results tree: machines, fleets, charts")
-    p.add_argument("results", metavar="RESULTS_DIR")
-    p.add_argument("-o", "--output", required=True, metavar="SITE")
+
+def main(args) -> int:
+    action = {"run": _run, "baseline": _baseline, "diagnose": _diagnose}.get(args.fleet_command)
+    if action is None:
+        raise RooflabError(
+            "fleet needs an action", "rooflab fleet run | baseline | diagnose (see rooflab fleet --help)"
+        )
+    return action(args)
 
 
-def fleet(args) -> int:
-    cmd = getattr(args, "fleet_command", None)
-    if cmd == "run":
-        from .runner import run_fleet
+def _run(args) -> int:
+    from ..fleet.runner import run_fleet
 
-        return run_fleet(args)
-    if cmd == "baseline":
-        from .baseline import baseline_command
+    options = {k: getattr(args, k) for k in ("suite", "device", "quick", "threads", "budget", "timeout", "nodes")}
+    slurm_options = {"partition": args.partition, "time_limit": args.time_limit, "dry_run": args.dry_run}
+    return run_fleet(args.output, resume=args.resume, engine=args.engine, address=args.address, options=options,
+                     slurm_options=slurm_options)  # fmt: skip
 
-        return baseline_command(args)
-    if cmd == "diagnose":
-        from .diagnose import diagnose_command
 
-        return diagnose_command(args)
-    from ..errors import RooflabError
+def _baseline(args) -> int:
+    from ..fleet.baseline import build
+    from ..fleet.store import node_results
+    from ..results import atomic_write_json
 
-    raise RooflabError("fleet needs an action", "rooflab fleet run | baseline | diagnose (see rooflab fleet --help)")
+    nodes = []
+    for d in args.dirs:
+        nodes += node_results(d)
+    data = build(nodes, args.group_by, [str(d) for d in args.dirs])
+    out = Path(args.output)
+    atomic_write_json(out, data)
+    for key, g in data["skus"].items():
+        print(f"{key}: {len(g['nodes'])} node(s), {len(g['ceilings'])} ceilings ({g['suite']} on {g['device']})")
+    print(out)
+    return 0
+
+
+def _diagnose(args) -> int:
+    from ..fleet import baseline
+    from ..fleet.diagnose import diagnose, load_rules, render
+    from ..fleet.store import node_results
+
+    base = baseline.load(args.baseline)
+    rules = load_rules(args.rules, base)
+    rows = diagnose(node_results(args.dir), base, rules)
+    print(render(rows, args.format, args.all))
+    return 1 if any(r["failed"] for r in rows) else 0
