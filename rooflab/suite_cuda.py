@@ -23,6 +23,7 @@ from .errors import RooflabError
 from .families.chase import cuda as chase_family
 from .families.latency import LAUNCH_NAMES  # launch paths as latency ceilings, names as before
 from .families.launch import cuda as launch_family
+from .flush import gpu_l2_bytes
 from .registry import get_variant
 from .roofline import point_stats
 
@@ -90,7 +91,7 @@ class Plan:
     def __init__(self, dev: dict, free_bytes: int, quick: bool, budget_s: float | None = None):
         self.quick = quick
         self.hopper = compiler.runs_on("wgmma.cu", f"sm_{dev.get('compute_capability')}")
-        self.l2 = dev.get("l2_bytes") or (50 << 20)
+        self.l2 = gpu_l2_bytes(dev)
         top = min((2 << 30) if quick else (8 << 30), int(free_bytes * 0.6))
         sizes = [s for s in (8 * self.l2 * 2**i for i in range(8)) if s <= top] or [int(top)]
         self.hbm_sizes = (sizes[:1] + sizes[-1:] if len(sizes) > 1 else sizes) if quick else sizes

@@ -5,11 +5,10 @@ one roof per memory level: the node solid, the baseline dashed)."""
 
 from __future__ import annotations
 
-from ..fleet.diagnose import DEFAULT_PCT
 
-
-def distribution_figure(key: str, group: dict, rows: list[dict]):
-    """Each ceiling of one SKU: a dot per node at its % of the SKU's median, flagged in red."""
+def distribution_figure(key: str, group: dict, rows: list[dict], rule_pct: float):
+    """Each ceiling of one SKU: a dot per node at its % of the SKU's median, flagged in red; the
+    rule's +-``rule_pct`` dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -24,7 +23,7 @@ def distribution_figure(key: str, group: dict, rows: list[dict]):
             if r["failed"]:
                 ax.annotate(r["node"], (pct, i), xytext=(4, 3), textcoords="offset points", fontsize=7, color="#c00")
     ax.axvline(0, color="#888", lw=0.8)
-    for x in (-DEFAULT_PCT, DEFAULT_PCT):
+    for x in (-rule_pct, rule_pct):
         ax.axvline(x, color="#bbb", lw=0.8, ls="--")
     ax.set_yticks(range(len(names)), names, fontsize=8)
     ax.invert_yaxis()

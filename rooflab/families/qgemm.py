@@ -515,7 +515,7 @@ def cases(quick: bool = False, threads: list[int] | None = None, device: str = "
 
 class _Evict:
     """Before each sample, the caches evicted as `place` evicts them before a cold op
-    (measure.flusher: a read of 2x the last-level cache as measured): the call then reads its
+    (rooflab/flush.py: a read of 2x the last-level cache as measured): the call then reads its
     weights from DRAM, as a decode step streaming its layers does. Made on first use."""
 
     def __init__(self):
@@ -523,8 +523,8 @@ class _Evict:
 
     def __call__(self):
         if self.flush is None:
+            from ..flush import flusher
             from ..machine import describe
-            from ..models.measure import flusher
 
             self.flush = flusher("cpu", describe())
         self.flush()

@@ -83,7 +83,7 @@ def build(path, base: dict | None = None) -> str:
         if not sku_rows:
             continue
         out.append(f"<h2>SKU {_esc(key)}</h2>")
-        out.append(_img(distribution_figure(key, group, sku_rows), f"ceiling distribution of {key}"))
+        out.append(_img(distribution_figure(key, group, sku_rows, dg.DEFAULT_PCT), f"ceiling distribution of {key}"))
         bad = [r for r in sku_rows if r["failed"]]
         if bad:
             out.append(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import RooflabError
+from ..flush import flusher, llc_bytes
 from ..memory import available_bytes, fmt_bytes
 from . import llm, measure, place
 from .ops import ITEMSIZE, QGEMM, flops, min_bytes, normalize, output_bytes, weight_bytes
@@ -111,14 +112,6 @@ def _charged_cold(op: dict, phase_cold: bool) -> bool:
     return op["phase"] == "decode" and op["kind"] == "batched_gemm"
 
 
-def _llc(machine: dict, device: str) -> int:
-    if device == "cuda":
-        return (machine.get("gpu") or {}).get("l2_bytes") or (50 << 20)
-    from ..cpu.caches import CacheMap
-
-    return CacheMap.of(machine).llc_bytes()
-
-
 def measure_distinct(ops_all, roofs, *, device, threads, quick, machine, own, execute, progress=None, runtime=None):
     """key -> {"library": rec, "own": rec|None, "runtime": rec|None, "why": reason}. ``runtime`` {op
     kind: variant name}: that runtime's own kernel for those ops too (at float32; the torch check's
@@ -141,7 +134,7 @@ def measure_distinct(ops_all, roofs, *, device, threads, quick, machine, own, ex
         todo.append(o)
     if progress:
         progress.start(len(todo))
-    llc = _llc(machine, device)
+    llc = llc_bytes(machine, device)
     for o in todo:
         placed, errors = measure.measure_ops(
             [dict(o, count=1)], roofs, device=device, threads=threads, quick=quick, machine=machine,
@@ -166,7 +159,7 @@ def _runtime_record(name, op, roofs, device, threads, quick, machine, llc) -> di
     try:
         return measure.measure_one(
             measure.driver_for(device, quick), get_variant(name), dict(op, dtype="float32", count=1),
-            threads=threads, roofs=roofs, flush=measure.flusher(device, machine), cold_samples=3 if quick else 5,
+            threads=threads, roofs=roofs, flush=flusher(device, machine), cold_samples=3 if quick else 5,
             stream_llc=llc if _charged_cold(op, True) else None,
         )  # fmt: skip
     except (RooflabError, MemoryError):
@@ -274,7 +267,7 @@ def graph_kv_copy_s(arch, context: int, threads: int, roofs, machine, quick: boo
         }
     )
     (v, *_), _ = measure.variants_for(op, "cpu")
-    flush = measure.flusher("cpu", machine) if cold else None
+    flush = flusher("cpu", machine) if cold else None
     rec = measure.measure_one(
         measure.driver_for("cpu", quick),
         v,
@@ -289,7 +282,7 @@ def graph_kv_copy_s(arch, context: int, threads: int, roofs, machine, quick: boo
 
 def assemble(phase_sets, measured, roofs, machine, device, dtype_req) -> list[dict]:
     """Per phase set: time, tokens/s, MBU, MFU, shares, and the op rows."""
-    llc = _llc(machine, device)
+    llc = llc_bytes(machine, device)
     bw = dram_read(roofs)
     rows = []
     for s in phase_sets:

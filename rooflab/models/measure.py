@@ -25,7 +25,8 @@ import numpy as np
 
 from ..driver import Driver, Settings
 from ..errors import RooflabError
-from ..memory import aligned_empty, fmt_bytes, require_fits
+from ..flush import flusher
+from ..memory import fmt_bytes, require_fits
 from ..registry import list_variants
 from . import catalog, ops, place
 
@@ -39,27 +40,6 @@ def driver_for(device: str, quick: bool) -> Driver:
     from ..cpu.backend import cpu_backend
 
     return Driver(cpu_backend(probe=False), settings)
-
-
-def flusher(device: str, machine: dict):
-    """A callable that evicts the caches (reads 2x the LLC; a GPU: rewrites its L2), run before cold
-    samples."""
-    if device == "cuda":
-        from ..cuda import timing as gtime
-
-        return gtime.flusher((machine.get("gpu") or {}).get("l2_bytes") or (50 << 20))
-    from ..cpu.caches import CacheMap
-
-    llc = CacheMap.of(machine).llc_bytes()
-    buf = aligned_empty(min(max(2 * llc, 64 << 20), 1 << 30) // 8, np.float64)
-    buf[:] = 1.0  # written once: its pages are real
-
-    def flush():
-        # read, not written: a written buffer leaves the caches full of dirty lines whose write-backs
-        # share the DRAM with the op's own reads (measured: a W4A8 GEMV at 19.6 vs 21.2 GB/s)
-        buf.sum()
-
-    return flush
 
 
 STREAM_LLC_MULTIPLE = 4  # a rotation's copies together hold >= 4x the LLC: each call reads from DRAM
