@@ -10,7 +10,8 @@ def _build(model, layer):
 
     from rooflab.cpu.backend import cpu_backend
     from rooflab.driver import Driver, Settings
-    from rooflab.models import catalog, measure
+    from rooflab.models import measure
+    from rooflab.workloads import catalog
 
     op = next(o for o in catalog.model_ops(model) if o["name"] == layer)
     (v,), _ = measure.variants_for(op, "cpu")

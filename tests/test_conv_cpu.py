@@ -463,7 +463,7 @@ def test_reference_chunking_does_not_change_the_result(monkeypatch):
 
 
 def test_declared_work():
-    from rooflab.models import ops
+    from rooflab.workloads import ops
 
     s = F.resnet50_3x3_targets(8)[0]
     x, w = F.make_inputs(F.shape(1, 4, 6, 6, 8, 3, pad=1), "float32")

@@ -8,7 +8,10 @@ import json
 import pytest
 
 from rooflab.errors import RooflabError
-from rooflab.models import llm, ops
+from rooflab.models import llm
+
+# The published figures (model cards / HF `num_parameters()`); total, active.
+from rooflab.workloads import ops
 
 # The published figures (model cards / HF `num_parameters()`); total, active.
 PUBLISHED = {

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from rooflab.families import bgemm
-from rooflab.models import llm, llm_run, measure, ops
+from rooflab.models import llm, llm_run, measure
+from rooflab.workloads import ops
 
 
 @pytest.mark.parametrize("unit", [None, "bf16-avx512", "amx-bf16"])

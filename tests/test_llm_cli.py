@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from rooflab import cli
-from rooflab.models import measure, ops
+from rooflab.models import measure
+from rooflab.workloads import ops
 
 TINY = {
     "model_type": "llama", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
@@ -271,8 +272,8 @@ def test_ops_and_runtime_check_run_at_the_threads_of_their_roofs(tmp_path, capsy
     seen = {}
 
     def compare(config, rows, threads, prompt, context, runs=10, **_):
-        seen["threads"] = threads
-        return {"config": config, "threads": threads, "runtime": "stub", "phases": {}}
+        seen["threads"], seen["config"] = threads, config.name  # the parsed config, not its path again
+        return {"config": config.name, "threads": threads, "runtime": "stub", "phases": {}}
 
     real = llm_run.measure_distinct
 
@@ -288,7 +289,11 @@ def test_ops_and_runtime_check_run_at_the_threads_of_their_roofs(tmp_path, capsy
     assert rc == 0
     cap = capsys.readouterr()
     d = json.loads(cap.out[cap.out.index("\n{") :])  # after the line that the ceilings are another machine's
-    assert seen == {"threads": 1, "ops_threads": 1} and d["threads"] == 1 and d["roofs_threads"] == 1
+    assert (
+        seen == {"threads": 1, "ops_threads": 1, "config": tmp_path.name}
+        and d["threads"] == 1
+        and d["roofs_threads"] == 1
+    )
     assert "2-thread ceilings hold roofs that cannot be true" in cap.err and "ops run at 1 thread(s)" in cap.err
 
 

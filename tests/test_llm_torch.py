@@ -213,8 +213,9 @@ def test_torchs_fp32_linear_is_verified_and_timed_as_the_runtimes_gemm(tiny):
     import numpy as np
 
     import rooflab
-    from rooflab.models import llm_run, ops
+    from rooflab.models import llm_run
     from rooflab.models.place import Roofs
+    from rooflab.workloads import ops
     from tests.test_plots import synthetic
 
     v = rooflab.get_variant("cpu.runtime_gemm.torch-linear")

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from rooflab import RooflabError
-from rooflab.models import catalog, measure, ops, place
+from rooflab.models import measure, place
 from rooflab.models.userops import parse_ops
+from rooflab.workloads import catalog, ops
 
 
 def test_resnet50_matches_published_totals():

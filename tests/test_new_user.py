@@ -121,7 +121,7 @@ def _help_of(parser, command: str, flag: str) -> str | None:
 
 
 def test_run_help_lists_only_models_that_exist():
-    from rooflab.models.catalog import MODELS
+    from rooflab.workloads.catalog import MODELS
 
     text = _help_of(cli.build_parser(), "run", "--model")
     listed = text.split(":", 1)[1].split("(")[0].replace(",", " ").split()

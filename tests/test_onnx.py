@@ -4,8 +4,8 @@ onnx = pytest.importorskip("onnx")
 import numpy as np  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from rooflab.models import ops as opsmod  # noqa: E402
 from rooflab.models.onnx_import import ops_from_model  # noqa: E402
+from rooflab.workloads import ops as opsmod  # noqa: E402
 
 
 def _model():

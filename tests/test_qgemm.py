@@ -266,7 +266,7 @@ def test_suite_cases_name_registered_variants_and_the_driver_runs_one():
 
 
 def test_op_formulas_for_quantized_gemms():
-    from rooflab.models import ops
+    from rooflab.workloads import ops
 
     q = ops.normalize({"kind": "qgemm_nbits", "name": "w4", "shape": {"M": 2, "N": 64, "K": 96, "bits": 4}})
     assert ops.flops(q) == 2 * 2 * 64 * 96 and ops.weight_bytes(q) == 64 * 96 * (0.5 + 4 / 32)
@@ -282,7 +282,8 @@ def test_op_formulas_for_quantized_gemms():
 def test_quantized_ops_are_placed_on_the_roof_of_their_unit():
     """An integer GEMM on the INT8 peak, a 4-bit weight-only GEMM on the measured dequantize-and-FMA
     roof where the ceilings have it, else on the FP32 peak said to be an upper bound."""
-    from rooflab.models import ops, place
+    from rooflab.models import place
+    from rooflab.workloads import ops
     from tests.test_plots import synthetic
 
     d = synthetic(op_threads=())

@@ -14,8 +14,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from rooflab import cli  # noqa: E402
 from rooflab.errors import RooflabError  # noqa: E402
-from rooflab.models import ops as opsmod  # noqa: E402
 from rooflab.models.onnx_import import ops_from_model, ops_from_onnx  # noqa: E402
+from rooflab.workloads import ops as opsmod  # noqa: E402
 
 needs_ort = pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="onnxruntime is not installed")
 

@@ -16,9 +16,10 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from rooflab import cli  # noqa: E402
-from rooflab.models import catalog, export, runtime, runtime_ort  # noqa: E402
-from rooflab.models import ops as opsmod  # noqa: E402
+from rooflab.models import export, runtime, runtime_ort  # noqa: E402
 from rooflab.models.onnx_import import ops_from_model  # noqa: E402
+from rooflab.workloads import catalog  # noqa: E402
+from rooflab.workloads import ops as opsmod  # noqa: E402
 
 CEILINGS = (
     Path(__file__).resolve().parent.parent / "results" / "intel-xeon-2c" / "rooflab-ceilings-cpu-20261202T190544Z.json"

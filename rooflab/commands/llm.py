@@ -218,7 +218,7 @@ def _runtime_check(arch, args, inp, runtime, summary, roofs, machine) -> None:
     print(f"{runtime} check of {arch.name} ({T} threads) ...", file=sys.stderr)
     rt, kw = _runtime_compare(arch, args, inp, runtime, roofs, machine, T, summary["rows"][-1]["weights_cold"])
     runs = 5 if args.quick else 10
-    summary["runtime_check"] = rt.compare(args.config, summary["rows"], T, inp["prompt"], inp["contexts"][0],
+    summary["runtime_check"] = rt.compare(arch, summary["rows"], T, inp["prompt"], inp["contexts"][0],
                                           runs=runs, **kw)  # fmt: skip
 
 
@@ -254,7 +254,7 @@ def _run_grid(arch, args, inp, runtime, grid, summary, setup, ceil, src) -> int:
     def compare(rows, T, roofs, B, S, L, phases):
         cold = next(r for r in rows if r["phase"] == "decode" and r["batch"] == B)["weights_cold"]
         rt, kw = _runtime_compare(arch, args, inp, runtime, roofs, setup.machine, T, cold)
-        return rt.compare(args.config, rows, T, S, L, runs=runs, batch=B, phases=phases, **kw)
+        return rt.compare(arch, rows, T, S, L, runs=runs, batch=B, phases=phases, **kw)
 
     g = llm_grid.run(arch, grid, runtime="onnxruntime" if runtime != "torch" else "torch", dtype=inp["dtype"],
                      weights=inp["weights"], ceil=ceil, measure_sets=measure_sets, compare=compare)  # fmt: skip

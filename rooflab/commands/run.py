@@ -69,7 +69,7 @@ def add_parser(sub) -> None:
 
 
 def _models() -> tuple[str, ...]:
-    from ..models.catalog import MODELS
+    from ..workloads.catalog import MODELS
 
     return MODELS
 

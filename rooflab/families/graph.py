@@ -30,7 +30,7 @@ class _Inputs:
     compulsory traffic), the views the op's call works on, the op dict and the array module."""
 
     def __init__(self, xp, op: dict, rng, dt):
-        from ..models import ops
+        from ..workloads import ops
 
         s = op["shape"]
         n = s["numel"]
@@ -180,7 +180,7 @@ OPS = {
 
 def _inputs(kind: str, device: str):
     def inputs(shape, dtype=np.float32, seed=0, threads=None):
-        from ..models import ops
+        from ..workloads import ops
 
         xp = xp_for(device)
         op = ops.normalize({"kind": kind, "shape": dict(shape), "dtype": np.dtype(dtype).name, "name": kind})
@@ -201,7 +201,7 @@ def _kernel(call):
 
 def _work(dispatches):
     def work(i, reps=1, **_):
-        from ..models import ops
+        from ..workloads import ops
 
         written = ops.output_bytes(i.op)
         total = ops.min_bytes(i.op)

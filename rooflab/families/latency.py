@@ -153,8 +153,9 @@ def _ort_session(nodes: int, threads: int):
     key = (nodes, threads)
     if key not in _ORT_SESSIONS:
         import onnx
-        import onnxruntime as ort
         from onnx import TensorProto, helper
+
+        from .. import ort_session
 
         one = helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])
         names = ["x", *(f"y{i}" for i in range(nodes - 1)), "y"]
@@ -167,14 +168,12 @@ def _ort_session(nodes: int, threads: int):
         )
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
         model.ir_version = 8
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        so.intra_op_num_threads, so.inter_op_num_threads, so.log_severity_level = threads, 1, 3
-        # no spinning pool threads left behind in the run's process (a chain of 8-element Adds uses
-        # none of them; the LLM check's sessions keep onnxruntime's default)
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # each node runs (optimizations off); no spinning pool threads left behind in the run's
+        # process (a chain of 8-element Adds uses none of them; the LLM check's sessions keep
+        # onnxruntime's default)
+        so = ort_session.options(threads, optimize=False, spin="off", what="the onnxruntime call floor")
         onnx.checker.check_model(model)
-        _ORT_SESSIONS[key] = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        _ORT_SESSIONS[key] = ort_session.session(model.SerializeToString(), so)
     return _ORT_SESSIONS[key]
 
 

@@ -224,13 +224,9 @@ class PerWeight:
 
 
 def _ort():
-    try:
-        import onnxruntime
-    except ImportError:
-        raise RooflabError(
-            "onnxruntime is not installed: variant 0 of qgemm needs it", "pip install 'rooflab[onnx]'"
-        ) from None
-    return onnxruntime
+    from ..ort_session import import_ort
+
+    return import_ort("variant 0 of qgemm")
 
 
 def _session(model_bytes: bytes, threads: int):
@@ -240,14 +236,10 @@ def _session(model_bytes: bytes, threads: int):
     the next session needs (measured on 2 cores: 9.5 ms for a 0.02 ms GEMV, 52 s to build the 512
     sessions). ``force_spinning_stop`` ends the spin with each call; a warm call then pays the
     workers' wake-up (0.04 ms instead of 0.02 for 576 x 576), which a graph's session does not."""
-    ort = _ort()
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 3
-    if threads > 1:  # no worker left spinning after a call (above)
-        so.add_session_config_entry("session.force_spinning_stop", "1")
-    return ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
+    from .. import ort_session
+
+    # no worker left spinning after a call (above)
+    return ort_session.session(model_bytes, ort_session.options(threads, spin="stop", what="variant 0 of qgemm"))
 
 
 def _graph(node, inputs, output, inits) -> bytes:

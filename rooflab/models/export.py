@@ -1,7 +1,7 @@
 """The catalog's networks as ONNX graphs with random weights (`rooflab export MODEL -o MODEL.onnx`).
 
 Real architectures, no downloads: each graph is built with onnx.helper by walking the catalog's op
-list (rooflab/models/catalog.py, the one source of shapes), adding the nodes an exporter adds
+list (rooflab/workloads/catalog.py, the one source of shapes), adding the nodes an exporter adds
 around them, so a runtime (onnxruntime, `rooflab place MODEL.onnx --runtime onnxruntime`) runs the
 model as it would run the real one. Performance does not depend on the weights' values: they are a
 fixed pool of N(0, 0.02) numbers tiled over every tensor (cheap for 124 M parameters; batch-norm
@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import RooflabError
-from . import catalog
+from ..workloads import catalog
 
 EXPORTS = ("resnet50", "mobilenetv2", "bert-base", "gpt2-decode")
 ALIASES = {"bert": "bert-base", "gpt2": "gpt2-decode", "mobilenet": "mobilenetv2", "mobilenet-v2": "mobilenetv2"}

@@ -192,11 +192,11 @@ def build(arch: llm.Arch, path: Path, batch: int = 1, seq: int | None = None, ca
     )
 
 
-def export(config: str, path, batch: int | None = None, seq: int | None = None, cache: int | None = None) -> Path:
+def export(config, path, batch: int | None = None, seq: int | None = None, cache: int | None = None) -> Path:
     """Write MODEL.onnx and MODEL.onnx.data whole, or neither."""
     import onnx
 
-    arch = llm.load(config)
+    arch = llm.arch_of(config)  # an Arch, a bundled name or a config.json
     check(arch, batch or 1, seq, cache)
     path = Path(path)
     if path.suffix.lower() != ".onnx":

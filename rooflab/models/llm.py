@@ -29,7 +29,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import RooflabError
-from .ops import ITEMSIZE, normalize
+from ..workloads.ops import ITEMSIZE, normalize
 
 BUNDLED = {
     "gpt2": "gpt2.json",
@@ -101,6 +101,13 @@ class Arch:
     learned_pos: int = 0  # rows of a learned position table (GPT-2)
     embed_scale: bool = False  # Gemma multiplies embeddings by sqrt(hidden)
     unknown: list[str] = field(default_factory=list)
+    config: dict = field(default_factory=dict, repr=False, compare=False)  # the config.json as read
+
+
+def arch_of(config) -> Arch:
+    """An Arch as given, or read from a bundled name or a config.json path: a parsed config is
+    passed on (the LLM command reads it once), a path still works for callers that hold one."""
+    return config if isinstance(config, Arch) else load(config)
 
 
 def bundled_names() -> list[str]:
@@ -234,6 +241,7 @@ def parse(cfg: dict, name: str = "model") -> Arch:
         fused_gate_up=mt == "phi3", rot_dim=rot, parallel_residual=mt == "gpt_neox" and _bool(c, "use_parallel_residual", True),
         window=window, experts=experts, top_k=top_k, max_pos=max_pos,
         learned_pos=(max_pos or 1024) if gpt2 else 0, embed_scale=mt == "gemma", unknown=unknown,
+        config=cfg,
     )  # fmt: skip
 
 
@@ -427,7 +435,7 @@ def fold(ops_list: list[dict]) -> list[dict]:
 def totals(ops_list: list[dict], itemsize: int | None = None) -> dict:
     """FLOPs and minimum bytes of a whole phase (each op x count x mult), at the ops' dtype or at
     ``itemsize`` bytes per element (int64 token ids excepted)."""
-    from . import ops as O
+    from ..workloads import ops as O
 
     F = B = W = WB = 0.0
     for o in ops_list:
@@ -450,7 +458,7 @@ def kv_cache_bytes(a: Arch, batch: int, context: int, itemsize: int) -> int:
 
 
 def dtype_name(d: str) -> str:
-    from .ops import DTYPE_ALIASES
+    from ..workloads.ops import DTYPE_ALIASES
 
     name = DTYPE_ALIASES.get(d, d)
     if name not in ITEMSIZE or name == "int8":  # 8-bit weights: --weights int8

@@ -21,8 +21,8 @@ import sys
 
 from ..errors import RooflabError
 from ..memory import available_bytes, fmt_bytes
+from ..workloads.ops import ITEMSIZE
 from . import llm, place
-from .ops import ITEMSIZE
 
 GRIDS = {
     "small": {"batches": (1, 4), "prompts": (32,), "contexts": (128,), "threads": ("1",)},

@@ -20,29 +20,18 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import ort_session
 from ..errors import RooflabError
 from . import export_llm, llm
 
 
 def _ort():
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        raise RooflabError("the runtime check needs onnxruntime", "pip install 'rooflab[onnx]'") from None
-    return ort
+    return ort_session.import_ort("the runtime check")
 
 
 def session(path: Path, threads: int, profile_dir: str | None = None):
-    ort = _ort()
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.log_severity_level = 3
-    if profile_dir:
-        so.enable_profiling = True
-        so.profile_file_prefix = str(Path(profile_dir) / "ort")
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    prefix = Path(profile_dir) / "ort" if profile_dir else None
+    return ort_session.session(path, ort_session.options(threads, profile_prefix=prefix, what="the runtime check"))
 
 
 def feeds(sess, seed: int = 0) -> dict:
@@ -56,9 +45,9 @@ def feeds(sess, seed: int = 0) -> dict:
     return out
 
 
-def verify(config: str, tmp: Path, prompt: int = 5) -> float:
+def verify(config, tmp: Path, prompt: int = 5) -> float:
     """Largest relative difference between decode-after-prefill and the longer prefill's logits."""
-    arch = llm.load(config)
+    arch = llm.arch_of(config)
     a = export_llm.export(config, tmp / "p.onnx", seq=prompt)
     b = export_llm.export(config, tmp / "p1.onnx", seq=prompt + 1)
     c = export_llm.export(config, tmp / "d.onnx", cache=prompt + 1)
@@ -184,7 +173,7 @@ def quantize(path: Path, bits: int) -> Path:
         raise RooflabError(
             f"onnxruntime's MatMulNBits quantizer cannot be imported ({e})", "pip install 'rooflab[onnx]'"
         ) from None
-    from .ops import QUANT_BLOCK
+    from ..workloads.ops import QUANT_BLOCK
 
     logging.getLogger("onnxruntime.quantization").setLevel(logging.WARNING)
     cfg = DefaultWeightOnlyQuantConfig(block_size=QUANT_BLOCK, is_symmetric=True, accuracy_level=0, bits=bits)
@@ -198,7 +187,7 @@ def quantize(path: Path, bits: int) -> Path:
 
 
 def compare(
-    config: str, rows: list[dict], threads: int, prompt: int, context: int, runs: int = 10, weights: int | None = None,
+    config, rows: list[dict], threads: int, prompt: int, context: int, runs: int = 10, weights: int | None = None,
     graph_kv_copy=None, call_floors: dict | None = None, batch: int = 1, phases: tuple = ("prefill", "decode"),
 ) -> dict:  # fmt: skip
     """Export prefill (``prompt`` tokens) and decode (KV ``context``) at ``batch``, verify, time in
@@ -208,7 +197,7 @@ def compare(
     which the graph runs where rooflab's decode appends in place: the decode prediction checked is
     the graph's (the in-place one kept beside it). ``call_floors``: the ceilings' onnxruntime floors
     ({"node", "run"}, llm_run.runtime_call_floor): the prediction adds them per node the run executed."""
-    arch = llm.load(config)
+    arch = llm.arch_of(config)
     export_llm.check(arch, batch, prompt, None)
     out = {"config": arch.name, "threads": threads, "runtime": "onnxruntime " + _ort().__version__}
     if weights:

@@ -26,8 +26,8 @@ import sys
 from ..errors import RooflabError
 from ..flush import flusher, llc_bytes
 from ..memory import available_bytes, fmt_bytes
+from ..workloads.ops import ITEMSIZE, QGEMM, flops, min_bytes, normalize, output_bytes, weight_bytes
 from . import llm, measure, place
-from .ops import ITEMSIZE, QGEMM, flops, min_bytes, normalize, output_bytes, weight_bytes
 
 
 def _ints(text, what: str) -> list[int]:
@@ -387,7 +387,7 @@ def op_sets(arch, inp) -> list[dict]:
 def weights_label(bits: int | None) -> str:
     if not bits:
         return "fp32"
-    from .ops import QUANT_BLOCK
+    from ..workloads.ops import QUANT_BLOCK
 
     per = bits / 8 + 4 / QUANT_BLOCK
     return f"int{bits} (weight-only, block {QUANT_BLOCK}, fp32 scales: {per:g} B per weight; a tied LM head stays fp32)"

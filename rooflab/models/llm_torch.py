@@ -100,13 +100,12 @@ def check(arch: llm.Arch, device: str, dtype: str = "float32") -> None:
         )
 
 
-def build(config: str, device: str = "cpu", dtype: str = "float32"):
+def build(config, device: str = "cpu", dtype: str = "float32"):
     """The model from ``config`` (a bundled name or a config.json), random weights, eval, in ``dtype``."""
     torch, transformers = modules()
-    cfg, _ = llm.load_config(config)
-    arch = llm.load(config)
+    arch = llm.arch_of(config)  # an Arch, a bundled name or a config.json
     check(arch, device, dtype)
-    cfg = {k: v for k, v in cfg.items() if k not in ("torch_dtype", "dtype", "_name_or_path")}
+    cfg = {k: v for k, v in arch.config.items() if k not in ("torch_dtype", "dtype", "_name_or_path")}
     try:
         hf = transformers.AutoConfig.for_model(**cfg)
     except (ValueError, KeyError, TypeError) as e:
@@ -221,7 +220,7 @@ def runtime_prediction(row: dict) -> tuple[float, int]:
     return llm_ort.runtime_prediction(row, "torch")
 
 
-def compare(config: str, rows: list[dict], threads: int, prompt: int, context: int, runs: int = 10,
+def compare(config, rows: list[dict], threads: int, prompt: int, context: int, runs: int = 10,
             device: str = "cpu", dtype: str = "float32", call_floor: dict | None = None, batch: int = 1,
             phases: tuple = ("prefill", "decode")) -> dict:  # fmt: skip
     """Build, verify, time prefill (``prompt`` tokens) and decode (context ``context``) at ``batch``,
@@ -229,7 +228,7 @@ def compare(config: str, rows: list[dict], threads: int, prompt: int, context: i
     ceilings' "dispatch: torch aten call" at these threads (ns per call); the prediction then adds
     that floor once per aten call the phase makes, counted by torch's own profile of it."""
     torch, transformers = modules()
-    arch = llm.load(config)
+    arch = llm.arch_of(config)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

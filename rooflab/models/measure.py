@@ -28,7 +28,8 @@ from ..errors import RooflabError
 from ..flush import flusher
 from ..memory import fmt_bytes, require_fits
 from ..registry import list_variants
-from . import catalog, ops, place
+from ..workloads import catalog, ops
+from . import place
 
 
 def driver_for(device: str, quick: bool) -> Driver:

@@ -41,7 +41,7 @@ import math
 from pathlib import Path
 
 from ..errors import RooflabError, first_line
-from .ops import normalize
+from ..workloads.ops import conv_shape, normalize
 
 ELEM_DTYPE = {1: "float32", 2: "int8", 3: "int8", 10: "float16", 11: "float64", 16: "bfloat16"}
 INT8_ELEM = (2, 3)  # uint8, int8: the 8-bit tensors rooflab models; int32 (6) is a quantized bias
@@ -580,21 +580,19 @@ def _map(kind, node, ins, out, attr, inits) -> dict:
             raise ValueError(f"asymmetric padding {pads}")
         return {
             "kind": "conv2d",
-            "shape": {
-                "N": N,
-                "C": C,
-                "H": H,
-                "W": W,
-                "K": K,
-                "R": R,
-                "S": S,
-                "stride_h": strides[0],
-                "stride_w": strides[1],
-                "pad_h": pads[0],
-                "pad_w": pads[1],
-                "groups": attr(node, "group", 1),
-                "bias": len(node.input) > 2,
-            },
+            "shape": conv_shape(
+                N,
+                C,
+                H,
+                W,
+                K,
+                R,
+                S,
+                stride=(strides[0], strides[1]),
+                pad=(pads[0], pads[1]),
+                groups=attr(node, "group", 1),
+                bias=len(node.input) > 2,
+            ),  # fmt: skip
         }
     if kind == "Gemm":
         a, b = ins[0], ins[1]

@@ -163,7 +163,7 @@ def run_threads(roofs: Roofs, threads: int) -> int:
 
 
 def place_op(op: dict, seconds: float, dispatches: int, roofs: Roofs, path: str, cold: bool = False) -> dict:
-    from .ops import flops, min_bytes, output_bytes
+    from ..workloads.ops import flops, min_bytes, output_bytes
 
     F, B = flops(op), min_bytes(op)
     written = min(B, output_bytes(op))

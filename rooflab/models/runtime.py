@@ -28,7 +28,8 @@ import statistics
 from pathlib import Path
 
 from ..errors import RooflabError
-from . import catalog, ops, place
+from ..workloads import catalog, ops
+from . import place
 
 LISTED = "no formula"
 SUM_TOLERANCE = 0.15  # the per-node sum should be within 15 % of the end-to-end time

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import RooflabError, first_line
-from . import ops as opsmod
+from ..workloads import ops as opsmod
 from .onnx_import import ELEM_DTYPE
 from .runtime import median, parts_work
 
@@ -68,11 +68,9 @@ ITEMSIZE = {1: 4, 2: 1, 3: 1, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 16: 2}
 
 
 def import_ort():
-    try:
-        import onnxruntime
-    except ImportError:
-        raise RooflabError("onnxruntime is not installed", "pip install 'rooflab[onnx]'") from None
-    return onnxruntime
+    from ..ort_session import import_ort
+
+    return import_ort("--runtime onnxruntime")
 
 
 def load_model(path):
@@ -505,14 +503,9 @@ def _named(path, tmp, unnamed: bool) -> Path:
 
 
 def _session(ort, path, threads, providers, profile_dir=None, optimized=None):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.log_severity_level = 3
-    if profile_dir:
-        so.enable_profiling = True
-        so.profile_file_prefix = str(Path(profile_dir) / "ort-profile")
+    from ..ort_session import options
+
+    so = options(threads, profile_prefix=Path(profile_dir) / "ort-profile" if profile_dir else None)
     if optimized:
         so.optimized_model_filepath = str(optimized)
         so.add_session_config_entry("session.optimized_model_external_initializers_file_name", "weights.bin")

@@ -23,7 +23,7 @@ import math
 import time
 
 from ..errors import RooflabError
-from . import ops as opsmod
+from ..workloads import ops as opsmod
 from .runtime import median, parts_work
 
 MODULE = "rooflab.module: "

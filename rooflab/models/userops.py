@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 
 from ..errors import RooflabError
-from .ops import normalize
+from ..workloads.ops import normalize
 
 
 def parse_ops(doc) -> tuple[list[dict], list[dict]]:

@@ -67,7 +67,7 @@ _CHECKED: dict = {}  # conv_shape's answers by everything they depend on (valida
 
 
 def conv_shape(x, w, stride=1, pad=0, groups=1, layout="NCHW", variant: str = "conv") -> dict:
-    """Validate the arguments of one convolution; returns its shape dict (models/ops.py fields).
+    """Validate the arguments of one convolution; returns its shape dict (workloads/ops.py fields).
 
     Every constraint has its own message naming the variant: 4-D arrays, float dtypes that agree,
     C-contiguous, positive sizes, channels divisible by groups and matching the weights, stride >= 1,
@@ -179,8 +179,8 @@ def _validate(x, w, stride, pad, groups, layout, variant) -> dict:
 
 
 def normalize_shape(size: dict) -> dict:
-    """An op shape dict (models/ops.py fields; an op dict with "shape" works too) with P, Q, defaults."""
-    from ...models.ops import normalize
+    """An op shape dict (workloads/ops.py fields; an op dict with "shape" works too) with P, Q, defaults."""
+    from ...workloads.ops import normalize
 
     if isinstance(size, dict) and "shape" in size:
         size = size["shape"]
@@ -358,21 +358,9 @@ def result_key(dtype, algorithm: str = "conv") -> str:
 
 
 def shape(N, C, H, W, K, R, S=None, stride=1, pad=0, groups=1, name=None, layout="NCHW") -> dict:
-    d = {
-        "N": N,
-        "C": C,
-        "H": H,
-        "W": W,
-        "K": K,
-        "R": R,
-        "S": R if S is None else S,
-        "stride_h": stride,
-        "stride_w": stride,
-        "pad_h": pad,
-        "pad_w": pad,
-        "groups": groups,
-    }
-    s = normalize_shape(d)
+    from ...workloads.ops import conv_shape
+
+    s = normalize_shape(conv_shape(N, C, H, W, K, R, S, stride=stride, pad=pad, groups=groups))
     s["layout"] = layout
     if name:
         s["name"] = name
@@ -380,8 +368,8 @@ def shape(N, C, H, W, K, R, S=None, stride=1, pad=0, groups=1, name=None, layout
 
 
 def resnet50_layers(batch: int) -> list[dict]:
-    """The 23 distinct ResNet-50 v1.5 conv shapes (3x3, 1x1, 7x7 stem) from rooflab.models.catalog."""
-    from ...models import catalog
+    """The 23 distinct ResNet-50 v1.5 conv shapes (3x3, 1x1, 7x7 stem) from rooflab.workloads.catalog."""
+    from ...workloads import catalog
 
     out = []
     for op in catalog.distinct(catalog.model_ops("resnet50", batch=batch)):

@@ -22,7 +22,7 @@ algorithm costs and how accurate it is on the GPU, against the library path.
 
 Call: ``y = v(x, w, out=None, stride=1, pad=0, groups=1)`` with cupy arrays x (N, C, H, W) and w
 (K, C/groups, R, S); stride and pad are an int or an (h, w) pair. ``v.inputs(shape)`` takes the
-op shape of rooflab/models/ops.py (N C H W K R S, stride_h stride_w pad_h pad_w groups) and returns
+op shape of rooflab/workloads/ops.py (N C H W K R S, stride_h stride_w pad_h pad_w groups) and returns
 (x, w, out); ``conv_params(shape)`` gives the matching call parameters.
 
 Napkin math: ResNet-50's 64@56x56 3x3 layer at batch 8 is 2*8*64*56*56*64*9 = 3.7 GFLOP; at the
@@ -152,7 +152,7 @@ def make_spec(variant, N, C, H, W, K, Cw, R, S, stride=1, pad=0, groups=1) -> Sp
 
 
 def spec_from_shape(variant: str, shape: dict) -> Spec:
-    """Spec of an op shape dict (rooflab/models/ops.py fields; ``stride``/``pad`` accepted too)."""
+    """Spec of an op shape dict (rooflab/workloads/ops.py fields; ``stride``/``pad`` accepted too)."""
     if not isinstance(shape, dict):
         raise RooflabError(f"{variant}: size must be a conv2d shape dict (N C H W K R S ...), got {shape!r}")
     missing = [f for f in ("N", "C", "H", "W", "K", "R", "S") if f not in shape]
@@ -630,21 +630,9 @@ for _num, _tech, _desc, _impl, _applies, _dtypes in LADDER:
 
 
 def _shape(N, C, H, K, R, stride=1, pad=None, groups=1, W=None):
-    pad = R // 2 if pad is None else pad
-    return {
-        "N": N,
-        "C": C,
-        "H": H,
-        "W": W or H,
-        "K": K,
-        "R": R,
-        "S": R,
-        "stride_h": stride,
-        "stride_w": stride,
-        "pad_h": pad,
-        "pad_w": pad,
-        "groups": groups,
-    }
+    from ...workloads.ops import conv_shape
+
+    return conv_shape(N, C, H, W or H, K, R, stride=stride, pad=R // 2 if pad is None else pad, groups=groups)
 
 
 RESNET_3X3 = [(64, 56), (128, 28), (256, 14), (512, 7)]  # C = K, H = W, stride 1, pad 1

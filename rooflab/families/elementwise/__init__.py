@@ -3,7 +3,7 @@
 What both devices share: shapes, float64 references, declared work, input builders, argument
 validation, the suite's cases and the summary that compares records (cpu.py holds the variants).
 
-Ops (``op`` = the model-op kind of rooflab/models/ops.py, variant 00 = the framework's numpy path):
+Ops (``op`` = the model-op kind of rooflab/workloads/ops.py, variant 00 = the framework's numpy path):
 
   op         size (op shape dict)          arrays                     bytes (STREAM's mix)
   add        {"numel"} or {"shape"}        a, b, out                  3 n e        triad (2R1W)
@@ -55,7 +55,7 @@ STREAM_KERNEL = {  # the STREAM kernel with the same read/write mix (rooflab's c
     "bn_add_relu": "triad",
 }
 RW_MIX = {"copy": "1R1W", "triad": "2R1W"}
-FLOPS_PER_ELEMENT = {  # rooflab/models/ops.py conventions (DeepSpeed's): activations 1, BN 2, LN 5
+FLOPS_PER_ELEMENT = {  # rooflab/workloads/ops.py conventions (DeepSpeed's): activations 1, BN 2, LN 5
     "add": 1,
     "scale": 1,
     "relu": 1,

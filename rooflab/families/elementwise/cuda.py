@@ -14,7 +14,7 @@ Fused chains:
   <chain>.00-cupy (cupy ops), <chain>.01-kernel-unfused (three rooflab kernels, intermediates in
   memory), <chain>.02-kernel-fused (one kernel).
 
-Declared work: FLOPs as rooflab/models/ops.py counts them (1 per element for add/relu/gelu/softmax,
+Declared work: FLOPs as rooflab/workloads/ops.py counts them (1 per element for add/relu/gelu/softmax,
 2 for batch norm, 5 for layer norm), and the bytes each version must move (STREAM counting, FP32):
 add 12 B/elem, scale/relu/gelu/softmax 8, batch norm 8 + 8 C, layer norm 8 + 8 cols; the chains
 12 B/elem fused and 28 B/elem unfused (x+bias: 8, gelu: 8, +res: 12), a 2.33x bytes ratio that
@@ -28,7 +28,7 @@ Call: ``v(*arrays, out)`` with cupy float32 arrays (cupy variants also float64):
 scale(x, out, s=...), relu/gelu(x, out), batchnorm(x, scale, shift, out), softmax(x, out) over the
 last axis, layernorm(x, gamma, beta, out, eps=1e-5) over the last axis, bias_gelu_add(x, bias,
 res, out), bn-add-relu(x, scale, shift, res, out). ``v.inputs(shape)`` takes the op shape of
-rooflab/models/ops.py ({"numel"}, {"N","C","H","W"}, {"rows","cols"}).
+rooflab/workloads/ops.py ({"numel"}, {"N","C","H","W"}, {"rows","cols"}).
 Run: ``rooflab run --device cuda --suite elementwise``, or
 ``python -m pytest tests/test_cuda_families_gpu.py -k elementwise`` on a GPU machine.
 """

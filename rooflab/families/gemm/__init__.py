@@ -5,7 +5,7 @@ CPU, cupy/cuBLAS on CUDA) from a triple loop up, and where each rung sits on the
 Variants: cpu.py (numba, 00-numpy-blas .. 05-multithreaded); cuda.py (CUDA C, its own ladder).
 
 Shared here: the shapes (square 64..4096; BERT-base seq 128 and GPT-2 prefill/decode projections
-and FFN, taken from rooflab/models/catalog.py), the float64 reference, the declared work, the input
+and FFN, taken from rooflab/workloads/catalog.py), the float64 reference, the declared work, the input
 builder from a shape dict, the argument checks every variant runs, and the suite (``cases``).
 
 Declared work (all reps): FLOPs = 2 M N K (+ M N with bias); minimum bytes = (M K + K N + M N
@@ -42,7 +42,7 @@ SQUARE = (64, 128, 256, 512, 1024, 2048, 4096)
 
 def _model_shapes() -> list[tuple[str, dict]]:
     """Distinct GEMM shapes of BERT-base (seq 128) and GPT-2 small (prefill 1024, decode)."""
-    from ...models import catalog
+    from ...workloads import catalog
 
     out, seen = [], set()
     for ops in (catalog.bert_base(128), catalog.gpt2("prefill", prompt=1024), catalog.gpt2("decode")):

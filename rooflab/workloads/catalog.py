@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from .ops import normalize
+from .ops import conv_shape, normalize
 
 MODELS = ("resnet50", "mobilenetv2", "bert-base", "gpt2-decode", "gpt2-prefill")
 
@@ -29,21 +29,7 @@ def _conv(name, N, C, H, W, K, R, stride=1, pad=0, groups=1):
     return {
         "kind": "conv2d",
         "name": name,
-        "shape": {
-            "N": N,
-            "C": C,
-            "H": H,
-            "W": W,
-            "K": K,
-            "R": R,
-            "S": R,
-            "stride_h": stride,
-            "stride_w": stride,
-            "pad_h": pad,
-            "pad_w": pad,
-            "groups": groups,
-            "bias": False,
-        },
+        "shape": conv_shape(N, C, H, W, K, R, stride=stride, pad=pad, groups=groups, bias=False),
     }
 
 

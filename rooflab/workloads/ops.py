@@ -131,6 +131,18 @@ ELEMENTWISE = UNARY + BINARY
 DATA_MOVEMENT = ("reshape", "transpose", "concat")
 
 
+def conv_shape(N, C, H, W, K, R, S=None, *, stride=1, pad=0, groups=1, bias=None) -> dict:
+    """A conv2d op's shape fields, the one place they are spelled (normalize adds P and Q): stride
+    and pad one number for both axes or an (h, w) pair; S (the filter's width) defaults to R."""
+    sh, sw = stride if isinstance(stride, (tuple, list)) else (stride, stride)
+    ph, pw = pad if isinstance(pad, (tuple, list)) else (pad, pad)
+    d = {"N": N, "C": C, "H": H, "W": W, "K": K, "R": R, "S": R if S is None else S,
+         "stride_h": sh, "stride_w": sw, "pad_h": ph, "pad_w": pw, "groups": groups}  # fmt: skip
+    if bias is not None:
+        d["bias"] = bias
+    return d
+
+
 def normalize(op: dict) -> dict:
     """Validated copy of ``op`` with canonical kind, dtype and derived shape fields.
 

@@ -1,0 +1,61 @@
+"""onnxruntime, imported and configured in one place for every session rooflab makes: a graph placed
+by `place --runtime`, the LLM check's prefill and decode graphs, the qgemm and runtime_gemm library
+rungs (one single-node session per weight array), the runtime call floor's chain of Adds.
+
+Every session: ``threads`` intra-op workers, one inter-op, sequential, warnings only from severity 3
+(onnxruntime's own log would interleave with the progress lines). The knobs that differ say why
+where they are asked for: ``optimize=False`` keeps each node (a call floor counts nodes),
+``spin="stop"`` ends the workers' spin after each call (hundreds of sessions in a cold rotation),
+``spin="off"`` leaves no spinning worker behind in the run's process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import RooflabError
+
+
+def import_ort(what: str = "this"):
+    """onnxruntime, or one line saying what needs it and how to install it."""
+    try:
+        import onnxruntime
+    except ImportError:
+        raise RooflabError(f"onnxruntime is not installed: {what} needs it", "pip install 'rooflab[onnx]'") from None
+    return onnxruntime
+
+
+def options(
+    threads: int,
+    *,
+    optimize: bool = True,
+    spin: str | None = None,
+    profile_prefix: str | Path | None = None,
+    what: str = "this",
+):
+    """SessionOptions as every rooflab session has them (above), plus the knobs asked for."""
+    ort = import_ort(what)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.log_severity_level = 3
+    so.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    )
+    if spin == "stop" and threads > 1:
+        so.add_session_config_entry("session.force_spinning_stop", "1")
+    elif spin == "off":
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if profile_prefix:
+        so.enable_profiling = True
+        so.profile_file_prefix = str(profile_prefix)
+    return so
+
+
+def session(model, so, providers=None):
+    """An InferenceSession of ``model`` (a path, or a serialized ModelProto) with ``so``, on the CPU
+    unless ``providers`` says otherwise."""
+    ort = import_ort()
+    src = model if isinstance(model, bytes) else str(model)
+    return ort.InferenceSession(src, so, providers=providers or ["CPUExecutionProvider"])
