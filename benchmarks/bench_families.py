@@ -1,5 +1,5 @@
 """The kernel families in asv (gemm, qgemm, conv, elementwise, chase, latency): for each family's quick suite (the same cases `rooflab run --suite
-FAMILY --quick` measures), variant 0 (the library) and the top rung of each op, so a regression of
+FAMILY --quick` measures), variant 0 (the library) and the best rung of each op, so a regression of
 either our best kernel or the library shows up across commits. Parameters come from the families'
 own declarations (rooflab.registry.family_cases); setup builds and verifies once per process; a
 kernel that fails its check fails its benchmark instead of producing a number."""
@@ -10,8 +10,8 @@ FAMILIES = ("gemm", "qgemm", "conv", "elementwise", "chase", "latency")
 
 
 def _selected(family):
-    """Quick-suite cases of variant 0 and of the highest rung of each (family prefix, op)."""
-    from rooflab.registry import family_cases, get_variant
+    """Quick-suite cases of variant 0 and of the best rung of each (family prefix, op): its "best" role, else its highest."""
+    from rooflab.registry import best_of, family_cases, get_variant
 
     try:
         cases = family_cases(family, "cpu", quick=True, threads=[1])
@@ -21,15 +21,16 @@ def _selected(family):
     # bench_ceilings's low-precision benchmarks)
     if family != "lowprec":
         cases = [c for c in cases if not c.variant.startswith("cpu.lowprec.")]
-    top: dict = {}
+    ladders: dict = {}  # one ladder per (variant prefix, op): the library and its best rung (registry.best_of)
     for c in cases:
         v = get_variant(c.variant)
-        key = (c.variant.rsplit(".", 1)[0], v.op)
-        top[key] = max(top.get(key, -1), v.number or 0)
+        ladders.setdefault((c.variant.rsplit(".", 1)[0], v.op), {})[v.name] = v
+    best = {key: best_of(vs.values()) for key, vs in ladders.items()}
     keep = []
     for c in cases:
         v = get_variant(c.variant)
-        if v.library or (v.number or 0) == top[(c.variant.rsplit(".", 1)[0], v.op)]:
+        # a variant without a rung number (a stream kernel, a dispatch path) is no ladder's rung: kept
+        if v.library or v.number is None or v is best[(c.variant.rsplit(".", 1)[0], v.op)]:
             keep.append(c)
     # a suite may repeat a case in passes spread over the run (the latency suite's dispatch paths):
     # one benchmark per label

@@ -155,6 +155,34 @@ def _rate(work, seconds: float) -> float:
     return amount / seconds
 
 
+def _new_record(variant: Variant, inputs, threads: int, params: dict, label, shape, meta) -> Record:
+    """A record of ``variant`` on ``inputs`` before it is verified or timed: the one place a record
+    is built, for a single measurement and an interleaved one alike."""
+    dtype, size_shape, ws = _size_of(inputs)
+    return Record(
+        variant=variant.name,
+        family=variant.family,
+        device=variant.device,
+        label=label or variant.name,
+        threads=threads,
+        dtype=dtype,
+        shape=_jsonable(shape) if shape is not None else size_shape,
+        params=_jsonable(params),
+        working_set_bytes=ws,
+        library=variant.library,
+        number=variant.number,
+        meta=_jsonable(meta or {}),
+    )
+
+
+def _set_figures(rec: Record, work, reps: int, t: dict) -> None:
+    """The record's figures from its time statistics ``t`` and the declared work of ``reps`` calls."""
+    rec.reps, rec.work, rec.time_s = reps, work.as_dict(), t
+    rec.gflops = invert_stats(t, work.flops / 1e9) if work.flops else None
+    rec.gbps = invert_stats(t, work.bytes / 1e9) if work.bytes else None
+    rec.ns_per_launch = _per_launch_ns(t, work.launches)
+
+
 @dataclass
 class Driver:
     backend: Backend
@@ -211,21 +239,7 @@ class Driver:
         variant = get_variant(variant) if isinstance(variant, str) else variant
         s = self.settings
         params = variant.params(**(params or {}))
-        dtype, size_shape, ws = _size_of(inputs)
-        rec = Record(
-            variant=variant.name,
-            family=variant.family,
-            device=variant.device,
-            label=label or variant.name,
-            threads=threads,
-            dtype=dtype,
-            shape=_jsonable(shape) if shape is not None else size_shape,
-            params=_jsonable(params),
-            working_set_bytes=ws,
-            library=variant.library,
-            number=variant.number,
-            meta=_jsonable(meta or {}),
-        )
+        rec = _new_record(variant, inputs, threads, params, label, shape, meta)
         copies = [inputs, *(rotation or [])]
         try:
             vparams = variant.params(**{**params, **(verify_params or {})})
@@ -254,14 +268,17 @@ class Driver:
             return rec
         work = variant.work(*inputs, reps=reps, **params)
         best = min(attempts, key=lambda a: (bool(a["noise_reasons"]), a["stats"]["median"]))
-        t = best["stats"]
-        rec.reps = int(reps)
-        rec.work = work.as_dict()
-        rec.time_s = t
+        _set_figures(rec, work, int(reps), best["stats"])
         rec.samples_s = best["samples"]
-        rec.gflops = invert_stats(t, work.flops / 1e9) if work.flops else None
-        rec.gbps = invert_stats(t, work.bytes / 1e9) if work.bytes else None
-        rec.ns_per_launch = _per_launch_ns(t, work.launches)
+        self._record_attempts(rec, best, attempts, threads)
+        if self.backend.after_verify:
+            rec.meta.update(self.backend.after_verify(variant, inputs) or {})
+        if variant.after_run:  # what the kernel measured on the chip (SM clock, ns per hop)
+            rec.meta.update(_jsonable(variant.after_run(*inputs) or {}))
+        return rec
+
+    def _record_attempts(self, rec: Record, best: dict, attempts: list[dict], threads: int) -> None:
+        """The chosen attempt's clocks and noise, and every attempt's median, CV and noise."""
         if best["before"] is not None:
             rec.clock_ghz = {
                 "before": best["before"],
@@ -277,11 +294,6 @@ class Driver:
             {"median_s": a["stats"]["median"], "cv": a["stats"]["cv"], "noise_reasons": a["noise_reasons"]}
             for a in attempts
         ]
-        if self.backend.after_verify:
-            rec.meta.update(self.backend.after_verify(variant, inputs) or {})
-        if variant.after_run:  # what the kernel measured on the chip (SM clock, ns per hop)
-            rec.meta.update(_jsonable(variant.after_run(*inputs) or {}))
-        return rec
 
     def _time(
         self, variant, copies, params, threads, reps, target, budget, nmin, cvmax, attempts_max, flush=None, unit=False
@@ -357,45 +369,8 @@ class Driver:
         thread's CPU time of each sample of a 1-thread entry (``meta["cpu_samples_s"]``, and
         ``cpu_ratio`` per group): on a shared VM it leaves out the time slices other processes got."""
         target = self.settings.target_s if target_s is None else target_s
-        live, out = [], []
-        for e in entries:
-            v = get_variant(e.variant) if isinstance(e.variant, str) else e.variant
-            params = v.params(**e.params)
-            dtype, size_shape, ws = _size_of(e.inputs)
-            rec = Record(
-                variant=v.name,
-                family=v.family,
-                device=v.device,
-                label=e.label or v.name,
-                threads=e.threads,
-                dtype=dtype,
-                shape=size_shape,
-                params=_jsonable(params),
-                working_set_bytes=ws,
-                library=v.library,
-                number=v.number,
-                meta=_jsonable({**e.meta, **({"group": e.group} if e.group is not None else {})}),
-            )
-            out.append(rec)
-            try:
-                rec.verification = self.verify(
-                    v, e.inputs, v.params(**{**params, **(e.verify_params or {})}), e.threads
-                )
-                rec.verified = True
-                with self.backend.threads(e.threads):
-                    sets = (e.inputs, *e.rotate)
-
-                    def make_call(r, v=v, e=e, params=params, sets=sets):
-                        if len(sets) == 1:
-                            return lambda: v.kernel(*e.inputs, reps=r, threads=e.threads, **params)
-                        return lambda: [
-                            v.kernel(*sets[i % len(sets)], reps=1, threads=e.threads, **params) for i in range(r)
-                        ]
-
-                    reps = max(len(sets), e.reps or self.backend.calibrate(make_call, target))
-                live.append((rec, v, e, params, int(reps), make_call(int(reps))))
-            except RooflabError as err:
-                rec.status, rec.error = "failed", str(err)
+        out = [self._prepare(e, target) for e in entries]
+        live = [x for x in out if x[0].status == "ok"]
         probes = []  # per round (and after the last): {threads: per-thread GHz}
         for _ in range(int(rounds)):
             probes.append(self._probe_threads(live))
@@ -413,30 +388,42 @@ class Driver:
             if rec.status != "ok":
                 continue
             work = v.work(*e.inputs, reps=reps, **params)
-            t = summarize(rec.samples_s)
-            rec.reps, rec.work, rec.time_s = reps, work.as_dict(), t
-            rec.gflops = invert_stats(t, work.flops / 1e9) if work.flops else None
-            rec.gbps = invert_stats(t, work.bytes / 1e9) if work.bytes else None
-            rec.ns_per_launch = _per_launch_ns(t, work.launches)
+            _set_figures(rec, work, reps, summarize(rec.samples_s))
             rec.meta["_rates"] = [_rate(work, s) for s in rec.samples_s]
             if "cpu_samples_s" in rec.meta:
                 rec.meta["_cpu_rates"] = [_rate(work, s) for s in rec.meta["cpu_samples_s"]]
             self._round_clocks(rec, [p.get(e.threads) for p in probes])
             if v.after_run:
                 rec.meta.update(_jsonable(v.after_run(*e.inputs) or {}))
-        for group in dict.fromkeys(r.meta.get("group") for r in out):
-            members = [r for r in out if r.meta.get("group") == group]
-            base = next((r for r in members if r.library), members[0])
-            for key, rates in (("ratio", "_rates"), ("cpu_ratio", "_cpu_rates")):
-                base_rates = base.meta.get(rates)
-                for r in members:
-                    mine = r.meta.pop(rates, None)
-                    if base_rates and mine:
-                        per_round = [a / b for a, b in zip(mine, base_rates)]
-                        r.meta[f"round_{key}s"] = per_round
-                        r.meta[key] = float(np.median(per_round))
-                        r.meta["base"] = base.label
+        out = [x[0] for x in out]
+        _group_ratios(out)
         return out
+
+    def _prepare(self, e: Entry, target: float) -> tuple:
+        """An interleaved entry verified and calibrated: (record, variant, entry, params, reps, call);
+        a failure leaves the record failed (call None) and the others go on."""
+        v = get_variant(e.variant) if isinstance(e.variant, str) else e.variant
+        params = v.params(**e.params)
+        meta = {**e.meta, **({"group": e.group} if e.group is not None else {})}
+        rec = _new_record(v, e.inputs, e.threads, params, e.label, None, meta)
+        try:
+            rec.verification = self.verify(v, e.inputs, v.params(**{**params, **(e.verify_params or {})}), e.threads)
+            rec.verified = True
+            with self.backend.threads(e.threads):
+                sets = (e.inputs, *e.rotate)
+
+                def make_call(r):
+                    if len(sets) == 1:
+                        return lambda: v.kernel(*e.inputs, reps=r, threads=e.threads, **params)
+                    return lambda: [
+                        v.kernel(*sets[i % len(sets)], reps=1, threads=e.threads, **params) for i in range(r)
+                    ]
+
+                reps = int(max(len(sets), e.reps or self.backend.calibrate(make_call, target)))
+            return rec, v, e, params, reps, make_call(reps)
+        except RooflabError as err:
+            rec.status, rec.error = "failed", str(err)
+            return rec, v, e, params, 0, None
 
     def _probe_threads(self, live) -> dict:
         """The clock on every thread count of the entries still timed (none: no probe)."""
@@ -529,3 +516,20 @@ class Driver:
             if writer:
                 writer.add_record(rec.as_dict(), sweep=case.sweep)
         return out
+
+
+def _group_ratios(out: list[Record]) -> None:
+    """Per group of an interleaved run, each record's per-round rate over its base's (the group's
+    library entry, else its first), their median, and the same for CPU time where it was kept."""
+    for group in dict.fromkeys(r.meta.get("group") for r in out):
+        members = [r for r in out if r.meta.get("group") == group]
+        base = next((r for r in members if r.library), members[0])
+        for key, rates in (("ratio", "_rates"), ("cpu_ratio", "_cpu_rates")):
+            base_rates = base.meta.get(rates)
+            for r in members:
+                mine = r.meta.pop(rates, None)
+                if base_rates and mine:
+                    per_round = [a / b for a, b in zip(mine, base_rates)]
+                    r.meta[f"round_{key}s"] = per_round
+                    r.meta[key] = float(np.median(per_round))
+                    r.meta["base"] = base.label

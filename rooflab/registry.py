@@ -160,11 +160,16 @@ def get_variant(name: str) -> Variant:
         raise RooflabError(f"unknown kernel variant {name!r}", f"use one of: {known}") from None
 
 
-def best_variant(family: str, device: str) -> Variant | None:
-    """A family's best own variant on a device: the one with the "best" role, else its highest
-    non-library rung (None when it has none)."""
-    own = [v for v in list_variants(family, device) if not v.library]
+def best_of(variants) -> Variant | None:
+    """The best own variant among ``variants`` (one ladder): the one with the "best" role, else its
+    highest non-library rung (None when it has none)."""
+    own = [v for v in variants if not v.library]
     return next((v for v in own if "best" in v.roles), max(own, key=lambda v: v.number or 0, default=None))
+
+
+def best_variant(family: str, device: str) -> Variant | None:
+    """A family's best own variant on a device (best_of its variants)."""
+    return best_of(list_variants(family, device))
 
 
 def list_families(device: str | None = None) -> list[str]:

@@ -105,8 +105,10 @@ def test_other_refusals():
         v(np.zeros((4, 4), np.float32), np.zeros((4, 4), np.float32))
     with pytest.raises(RooflabError, match="A is a list, not an array"):
         v([[1.0]], np.zeros((1, 1), np.float32))
-    with pytest.raises(RooflabError, match="must be a dict with M, N and K"):
-        g.inputs(4096, "float32")
+    with pytest.raises(RooflabError, match="is not understood"):  # the family's shape rule (n, (M, N, K), a dict)
+        g.inputs("4096", "float32")
+    with pytest.raises(RooflabError, match="lacks K"):
+        g.inputs({"M": 2, "N": 2}, "float32")
     with pytest.raises(RooflabError, match="batch 1"):
         g.inputs({"M": 2, "N": 2, "K": 2, "batch": 4}, "float32")
     with pytest.raises(RooflabError, match="at least 1"):

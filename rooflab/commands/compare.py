@@ -18,26 +18,37 @@ def add_parser(sub) -> None:
 
 def main(args) -> int:
     from rich.console import Console
-    from rich.table import Table
 
-    from .. import roofline
+    data = _load(args.results)
+    _say_what_differs(data)
+    table, found = _table(data, args.threshold / 100)
+    Console().print(table)
+    return _verdict(found, args.threshold)
+
+
+def _load(paths: list[str]) -> list[dict]:
+    """The result files, each holding ceilings (a family's run has none to compare)."""
     from ..results import load
 
-    if len(args.results) < 2:
+    if len(paths) < 2:
         raise RooflabError("compare needs at least two result files", "rooflab compare A.json B.json")
-    data = [load(p) for p in args.results]
-    for path, d in zip(args.results, data):
+    data = [load(p) for p in paths]
+    for path, d in zip(paths, data):
         if not d.get("ceilings"):
             raise RooflabError(
                 f"{path} has no ceilings (a {d.get('suite')!r} result): compare compares ceilings",
                 "pass result files written by `rooflab run` (suite ceilings), or by `rooflab place`",
             )
+    return data
+
+
+def _say_what_differs(data: list[dict]) -> None:
+    """A note when the files come from different devices, machines, or CPUs under one name."""
+    from ..machine import cpu_signature
+
     kinds = {d.get("device") for d in data}
     if len(kinds) > 1:
         print(f"note: comparing different devices ({', '.join(sorted(kinds))})", file=sys.stderr)
-    from ..intervals import inside
-    from ..machine import cpu_signature
-
     machines = {(d["machine"].get("cpu") or {}).get("model") or d["machine"]["id"] for d in data}
     if len(machines) > 1:
         print(f"note: these results come from different machines ({', '.join(sorted(machines))})", file=sys.stderr)
@@ -45,9 +56,17 @@ def main(args) -> int:
         cpu = [(d["machine"].get("cpu") or {}) for d in data]
         said = ", ".join(sorted({f"family {c.get('family')} model {c.get('model_number')}" for c in cpu}))
         print(f"note: these results come from different CPUs under one name ({said})", file=sys.stderr)
-    rows = roofline.compare_ceilings(data)
+
+
+def _table(data: list[dict], thr: float):
+    """The ceilings side by side with their ratios to A, and what was found: regressions, ceilings
+    without a counterpart, moves inside A's interval, A's figures that cannot be true."""
+    from rich.table import Table
+
+    from .. import roofline
+    from ..intervals import inside
+
     base = {c["name"]: c for c in data[0]["ceilings"]}
-    thr = args.threshold / 100
     t = Table(title="Ceilings: " + " vs ".join(f"{d['machine']['id']} {d.get('started', '')[:16]}" for d in data))
     t.add_column("ceiling")
     t.add_column("unit")
@@ -55,40 +74,46 @@ def main(args) -> int:
         t.add_column(chr(65 + i), justify="right")
         if i:
             t.add_column(f"{chr(65 + i)}/A", justify="right")
-    regressions, missing, held, untrue = [], 0, [], []
-    for r in rows:
+    found = {"regressions": [], "missing": 0, "held": [], "untrue": []}
+    for r in roofline.compare_ceilings(data):
         cells = [r["name"], r["unit"], f"{r['values'][0]:.4g}"]
         for v, ratio in zip(r["values"][1:], r["ratios"]):
             if v is None:
                 cells += ["-", "-"]
-                missing += 1
+                found["missing"] += 1
                 continue
             worse = (ratio > 1 + thr) if r["lower_is_better"] else (ratio < 1 - thr)
             if worse and base[r["name"]].get("implausible"):  # A's figure cannot be true: no baseline
                 worse = False
-                untrue.append(r["name"])
+                found["untrue"].append(r["name"])
             elif worse and inside(base[r["name"]], v):  # inside A's interval: the run-to-run spread
                 worse = False
-                held.append(r["name"])
+                found["held"].append(r["name"])
             if worse:
-                regressions.append(r["name"])
+                found["regressions"].append(r["name"])
             cells += [f"{v:.4g}", f"[red]{ratio:.3f}[/red]" if worse else f"{ratio:.3f}"]
         t.add_row(*cells)
-    Console().print(t)
-    if missing:
-        print(f"{missing} ceiling(s) of A have no counterpart in the other file(s) (shown as -): not compared")
-    if held:
+    return t, found
+
+
+def _verdict(found: dict, threshold: float) -> int:
+    """The lines under the table; 1 when a ceiling regressed beyond the threshold."""
+    if found["missing"]:
+        print(f"{found['missing']} ceiling(s) of A have no counterpart in the other file(s) (shown as -): not compared")
+    if found["held"]:
         print(
-            f"{len(held)} move(s) beyond {args.threshold:g}% stay inside A's interval (its run-to-run spread): not regressions"
+            f"{len(found['held'])} move(s) beyond {threshold:g}% stay inside A's interval (its run-to-run spread): "
+            "not regressions"
         )
-    if untrue:
+    if found["untrue"]:
         print(
-            f"{len(untrue)} ceiling(s) of A cannot be true (flagged in A): not compared: {', '.join(sorted(set(untrue)))}"
+            f"{len(found['untrue'])} ceiling(s) of A cannot be true (flagged in A): not compared: "
+            f"{', '.join(sorted(set(found['untrue'])))}"
         )
-    if regressions:
-        print(f"regressed beyond {args.threshold:g}%: {len(regressions)} ceiling(s):")
-        for name in regressions:  # every one, never a cut list
+    if found["regressions"]:
+        print(f"regressed beyond {threshold:g}%: {len(found['regressions'])} ceiling(s):")
+        for name in found["regressions"]:  # every one, never a cut list
             print(f"  {name}")
         return 1
-    print(f"no ceiling regressed beyond {args.threshold:g}%")
+    print(f"no ceiling regressed beyond {threshold:g}%")
     return 0

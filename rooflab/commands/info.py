@@ -44,7 +44,6 @@ def _lowprec_rows(table, cpu: dict) -> None:
 
 def main(args) -> int:
     from rich.console import Console
-    from rich.table import Table
 
     from .. import machine
     from ..cpu.backend import probe_clock
@@ -54,6 +53,18 @@ def main(args) -> int:
     if ghz:
         m = machine.describe(measured_ghz=ghz)
     c = Console()
+    _print_cpu(c, m, which)
+    _print_peaks(c, m["cpu"])
+    sw = m["software"]
+    blas = ", ".join(f"{b['internal_api']} {b['version']} ({b['architecture']})" for b in sw.get("blas", []))
+    c.print(f"  Python {sw['python']}, numpy {sw['numpy']}, numba {sw.get('numba')}, BLAS {blas or 'none'}")
+    c.print(f"  git commit: {m['git']['commit'] or m['git']['source']}")
+    _print_gpus(c)
+    return 0
+
+
+def _print_cpu(c, m: dict, which: str) -> None:
+    """The CPU: model, cores, memory, SIMD, caches, NUMA, what the description left out, clock, FMA units."""
     cpu = m["cpu"]
     c.print(f"[bold]{cpu['model']}[/bold]  (machine id [cyan]{m['id']}[/cyan], host {m['hostname']})")
     c.print(
@@ -83,17 +94,23 @@ def main(args) -> int:
         f"  FMA units: {fu['pipes']} x {fu['width_bits']}-bit ({fu['source']}"
         f"{'; assumed' if fu.get('assumed') else ''})"
     )
-    t = Table(title="Theoretical peaks at the " + m["cpu"]["theoretical"]["clock_source"])
+
+
+def _print_peaks(c, cpu: dict) -> None:
+    """Theoretical peaks at the clock shown, the low-precision units' included."""
+    from rich.table import Table
+
+    t = Table(title="Theoretical peaks at the " + cpu["theoretical"]["clock_source"])
     for col in ("dtype", "threads", "GFLOP/s", "formula"):
         t.add_column(col)
     for p in cpu["theoretical"]["peaks"]:
         t.add_row(p["dtype"], str(p["threads"]), f"{p['gflops']:.1f}", p["formula"])
     _lowprec_rows(t, cpu)
     c.print(t)
-    sw = m["software"]
-    blas = ", ".join(f"{b['internal_api']} {b['version']} ({b['architecture']})" for b in sw.get("blas", []))
-    c.print(f"  Python {sw['python']}, numpy {sw['numpy']}, numba {sw.get('numba')}, BLAS {blas or 'none'}")
-    c.print(f"  git commit: {m['git']['commit'] or m['git']['source']}")
+
+
+def _print_gpus(c) -> None:
+    """Every usable GPU with its theoretical peaks, or why none is usable."""
     from ..cuda import backend
 
     gpus = backend.describe_all()
@@ -112,7 +129,6 @@ def main(args) -> int:
                 c.print(f"    theoretical memory: {theo['memory_formula']}", markup=False)
     else:
         c.print(f"  GPU: none usable ({gpus.get('reason')})", markup=False)
-    return 0
 
 
 def clock_shown(machine_id: str, out: Path, probe_clock) -> tuple[float | None, str]:

@@ -53,7 +53,8 @@ import numpy as np
 from ...cuda import loader
 from ...errors import RooflabError, first_line
 from ...registry import Variant, register
-from ...work import Work
+from . import result_dtype, shape_of
+from . import work as family_work
 
 SIMT_DTYPES = ("float32", "float64")
 TC_DTYPES = ("float16", "bfloat16")
@@ -61,7 +62,7 @@ SUFFIX = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf1
 STATIC_SMEM_LIMIT = 48 << 10  # above this a kernel must opt in to more dynamic shared memory
 
 
-# ---- small helpers (the family's shared __init__ lands from another branch; these stay local) ----
+# ---- small helpers (shape, work and result dtype are the family's: gemm/__init__.py) ----------------
 
 
 def _cp():
@@ -71,16 +72,14 @@ def _cp():
 
 
 def _shape(size) -> tuple[int, int, int]:
-    """(M, N, K) from an op shape dict {"M", "N", "K"} (``"bias": True`` adds a bias vector to the
-    inputs; a batch is refused: the ladder computes one matrix product)."""
-    if not isinstance(size, dict) or not {"M", "N", "K"} <= set(size):
-        raise RooflabError(f"gemm shape must be a dict with M, N and K, got {size!r}", 'pass {"M": m, "N": n, "K": k}')
-    if int(size.get("batch", 1)) != 1:
+    """(M, N, K) of the family's shape (shape_of: n, (M, N, K) or a dict; ``"bias": True`` adds a
+    bias vector to the inputs); a batch is refused: the ladder computes one matrix product."""
+    s = shape_of(size)
+    if s["batch"] != 1:
         raise RooflabError(f"gemm shape {size!r}: the CUDA GEMM ladder computes one matrix product (batch 1)")
-    m, n, k = (int(size[x]) for x in ("M", "N", "K"))
-    if min(m, n, k) < 1:
+    if min(s["M"], s["N"], s["K"]) < 1:
         raise RooflabError(f"gemm shape {size!r}: M, N and K must be at least 1")
-    return m, n, k
+    return s["M"], s["N"], s["K"]
 
 
 def _dtype_name(dtype) -> str:
@@ -149,16 +148,8 @@ def reference(A, B, bias=None, **_):
 
 
 def work(A, B, bias=None, reps=1, **_):
-    m, k = A.shape
-    n = B.shape[1]
-    size = A.dtype.itemsize
-    extra = bias is not None
-    return Work(
-        flops=(2.0 * m * n * k + (m * n if extra else 0)) * reps,
-        bytes_read=float((m * k + k * n + (n if extra else 0)) * size * reps),
-        bytes_written=float(m * n * size * reps),
-        launches=int(reps) * (2 if extra else 1),
-    )
+    """The family's work (gemm.work), with the bias add a second launch per call here."""
+    return replace(family_work(A, B, bias, reps), launches=int(reps) * (2 if bias is not None else 1))
 
 
 def _check_bias(name: str, bias, n: int, dtype) -> None:
@@ -179,10 +170,6 @@ def _add_bias(C, bias):
     """C += bias[col]: one cupy elementwise pass after the product (counted as a second launch)."""
     if bias is not None:
         C += bias
-
-
-def _result_dtype(A, *_, **__):
-    return A.dtype
 
 
 def validate(name: str, dtypes: tuple, A, B) -> tuple[int, int, int]:
@@ -284,6 +271,7 @@ class Rung:
     block_threads: Callable[[dict], int] = _one_per_element
     smem: Callable[[dict, int], int] | None = None
     model_op: bool = False
+    max_flops: float | None = None  # the suite times it only up to this many FLOPs per call (as the CPU ladder)
 
     @property
     def name(self) -> str:
@@ -311,9 +299,10 @@ class Rung:
 
 RUNGS = [
     Rung(1, "naive", "gemm01_naive.cu", "gemm01_naive", {"BM": 32, "BN": 8},
-         description="one thread per element of C, a warp along 32 rows (uncoalesced A loads and C stores)"),
+         description="one thread per element of C, a warp along 32 rows (uncoalesced A loads and C stores)",
+         max_flops=2.0**34),
     Rung(2, "coalesced", "gemm02_coalesced.cu", "gemm02_coalesced", {"BM": 8, "BN": 32},
-         description="a warp along 32 columns of C: coalesced B loads and C stores, A broadcast"),
+         description="a warp along 32 columns of C: coalesced B loads and C stores, A broadcast", max_flops=2.0**34),
     Rung(3, "smem-tiling", "gemm03_smem.cu", "gemm03_smem", {"TILE": 32}, block_threads=_one_per_tile_element,
          description="32 x 32 tiles of A and B staged in shared memory, each element reused 32 times"),
     Rung(4, "1d-blocktiling", "gemm04_blocktile1d.cu", "gemm04_blocktile1d", {"BM": 64, "BN": 64, "BK": 8, "TM": 8},
@@ -447,7 +436,7 @@ register(
         reference=reference,
         work=work,
         inputs=inputs,
-        result_dtype=_result_dtype,
+        result_dtype=result_dtype,
         op="gemm",
         dtypes=SIMT_DTYPES + TC_DTYPES,
     )
@@ -464,7 +453,7 @@ for _r in RUNGS:
             reference=reference,
             work=work,
             inputs=inputs,
-            result_dtype=_result_dtype,
+            result_dtype=result_dtype,
             op="gemm" if _r.model_op else None,  # model ops: the library and the top SIMT / tensor rungs
             dtypes=_r.dtypes,
         )
@@ -483,11 +472,10 @@ def cases(quick: bool, threads=None) -> list:
     out = []
     for label, shape in shapes:
         for dtype in ("float32", "float16"):
-            names = ["cuda.gemm.00-cublas"] + [r.name for r in RUNGS if dtype in r.dtypes]
-            for name in names:
-                slow = name.endswith(("01-naive", "02-coalesced")) and shape["M"] * shape["N"] * shape["K"] > 2**33
-                if slow:  # a naive rung at 8192^3 would take minutes per sample
-                    continue
+            flops = 2.0 * shape["M"] * shape["N"] * shape["K"]
+            # a slow rung stops at its max_flops (a naive rung at 8192^3 would take minutes per sample)
+            rungs = [r for r in RUNGS if dtype in r.dtypes and (r.max_flops is None or flops <= r.max_flops)]
+            for name in ["cuda.gemm.00-cublas"] + [r.name for r in rungs]:
                 out.append(
                     Case(
                         name,
