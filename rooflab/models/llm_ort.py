@@ -11,10 +11,9 @@ times, summed by operator type, which the comparison lists beside rooflab's per-
 
 from __future__ import annotations
 
+import functools
 import json
-import statistics
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import numpy as np
 
 from .. import ort_session
 from ..errors import RooflabError
+from ..timing import timed_runs
 from . import export_llm, llm
 
 
@@ -68,13 +68,7 @@ def timed(path: Path, threads: int, runs: int, warmup: int = 2) -> dict:
     """Median end-to-end seconds of ``runs`` runs, and onnxruntime's per-op-type time (profiled)."""
     s = session(path, threads)
     f = feeds(s)
-    for _ in range(warmup):
-        s.run(None, f)
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        s.run(None, f)
-        times.append(time.perf_counter() - t0)
+    measured = timed_runs(functools.partial(s.run, None, f), runs, warmup=warmup)
     del s
     with tempfile.TemporaryDirectory() as d:
         p = session(path, threads, d)
@@ -93,9 +87,7 @@ def timed(path: Path, threads: int, runs: int, warmup: int = 2) -> dict:
             by_type[e["args"].get("op_name", "?")] += e["dur"] * 1e-6
             nodes += 1
     return {
-        "median_s": statistics.median(times),
-        "min_s": min(times),
-        "runs": runs,
+        **measured,
         "by_op_type_s": dict(by_type.most_common()),
         "node_calls": nodes,  # the nodes the optimized graph executed in one run (its profile's count)
     }

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
-import statistics
 import sys
 import time
 import warnings
@@ -30,6 +29,7 @@ from pathlib import Path
 
 from ..errors import RooflabError
 from ..memory import available_bytes, fmt_bytes
+from ..timing import timed_runs
 from . import llm, llm_ort
 from .llm_ort import predicted_by_kind
 
@@ -176,18 +176,7 @@ def timed(model, phase: str, n: int, vocab: int, runs: int, warmup: int = 2, bat
     torch = sys.modules["torch"]
     run, after = _phase(model, phase, n, vocab, batch)
     sync = torch.cuda.synchronize if next(model.parameters()).is_cuda else (lambda: None)
-    for _ in range(warmup):
-        run()
-        after()
-    times = []
-    for _ in range(runs):
-        sync()
-        t0 = time.perf_counter()
-        run()
-        sync()
-        times.append(time.perf_counter() - t0)
-        after()
-    return {"median_s": statistics.median(times), "min_s": min(times), "runs": runs, **profiled(run, sync)}
+    return {**timed_runs(run, runs, warmup=warmup, sync=sync, after=after), **profiled(run, sync)}
 
 
 def profiled(run, sync) -> dict:
