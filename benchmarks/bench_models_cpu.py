@@ -16,7 +16,7 @@ def _build(model, layer):
     op = next(o for o in catalog.model_ops(model) if o["name"] == layer)
     (v,), _ = measure.variants_for(op, "cpu")
     shape = dict(op["shape"])
-    inputs = v.inputs(shape, np.dtype(measure.executed_dtype(op, v)), seed=0)
+    inputs = v.inputs(shape, np.dtype(measure.executed_dtype(op["dtype"], v.device, op["kind"])), seed=0)
     params = measure.op_params(v, shape)
     Driver(cpu_backend(), Settings(probe_clock=False)).verify(v, inputs, params, thread_counts()[-1])
     return lambda: v.kernel(*inputs, **params)

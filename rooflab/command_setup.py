@@ -95,7 +95,7 @@ def setup(
 
 def from_args(args, device: str | None = None, check_out: bool = True) -> Setup:
     """The setup of a command whose parser has --device, --gpu, --threads, --out, --ceilings and --quick
-    (`run` passes each device of --device all in turn, and has no --ceilings of its own)."""
+    (`run` passes each device of --device all in turn; its --ceilings serves the models suite)."""
     return setup(
         device if device is not None else args.device,
         gpu=args.gpu,

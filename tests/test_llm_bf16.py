@@ -18,12 +18,12 @@ from rooflab.workloads import ops
 def test_which_ops_run_in_bf16_follows_the_unit(unit, monkeypatch):
     monkeypatch.setattr(bgemm, "unit", lambda: unit)
     want = "bfloat16" if unit else "float32"
-    assert llm_run.executable("bfloat16", "cpu", "gemm") == want
+    assert measure.executed_dtype("bfloat16", "cpu", "gemm") == want
     for kind in ("add", "rmsnorm", "batched_gemm", "softmax", "embedding"):
-        assert llm_run.executable("bfloat16", "cpu", kind) == "float32"  # rooflab's CPU kernels: fp32
-    assert llm_run.executable("float16", "cpu", "gemm") == "float32"  # no fp16 GEMM rung
-    assert llm_run.executable("float32", "cpu", "gemm") == "float32"
-    assert llm_run.executable("bfloat16", "cuda", "add") == "bfloat16"
+        assert measure.executed_dtype("bfloat16", "cpu", kind) == "float32"  # rooflab's CPU kernels: fp32
+    assert measure.executed_dtype("float16", "cpu", "gemm") == "float32"  # no fp16 GEMM rung
+    assert measure.executed_dtype("float32", "cpu", "gemm") == "float32"
+    assert measure.executed_dtype("bfloat16", "cuda", "add") == "bfloat16"
     note = llm_run.dtype_note("bfloat16", "cpu")
     assert note and (unit in note if unit else "executed as float32" in note)
 
@@ -49,10 +49,10 @@ def test_a_bf16_gemm_runs_where_the_unit_is():
     lib, own = measure.variants_for(op, "cpu")
     if bgemm.unit():
         assert [v.family for v in lib] == ["bgemm"] and {v.family for v in own} == {"bgemm"}
-        assert all(measure.executed_dtype(op, v) == "bfloat16" for v in lib + own)
+        assert all(measure.executed_dtype(op["dtype"], v.device, op["kind"]) == "bfloat16" for v in lib + own)
     else:  # the current behaviour: the FP32 GEMMs, the op executed in float32
         assert lib and all(v.family == "gemm" for v in lib + own)
-        assert measure.executed_dtype(op, lib[0]) == "float32"
+        assert measure.executed_dtype(op["dtype"], lib[0].device, op["kind"]) == "float32"
 
 
 def test_a_bias_is_added_and_its_absence_would_be_seen():

@@ -165,7 +165,7 @@ def _counts_only(arch, inp, summary: dict, as_json: bool) -> int:
 def _measure(arch, args, inp, runtime, summary, setup, ceil, src):
     """Every distinct op of every phase set measured (or predicted) on the roofs and assembled into
     the summary's rows and curves; returns the roofs and the measurements."""
-    from ..models import llm_run, place
+    from ..models import llm_run, measure, place
 
     device = setup.device
     roofs = place.Roofs(ceil, setup.threads if device == "cpu" else 0, device)
@@ -177,7 +177,7 @@ def _measure(arch, args, inp, runtime, summary, setup, ceil, src):
                              execute=not args.no_measure)  # fmt: skip
     summary.update(
         executed=not args.no_measure,
-        dtype_executed=llm_run.executable(inp["dtype"], device, "gemm"),  # the GEMMs'; dtype_note says the rest
+        dtype_executed=measure.executed_dtype(inp["dtype"], device, "gemm"),  # the GEMMs'; dtype_note says the rest
         dtype_note=llm_run.dtype_note(inp["dtype"], device),
         threads=threads if device == "cpu" else roofs.threads,  # what the ops and the runtime run at
         roofs_threads=roofs.threads,
@@ -240,7 +240,7 @@ def _runtime_compare(arch, args, inp, runtime, roofs, machine, T, cold: bool):
 
 def _run_grid(arch, args, inp, runtime, grid, summary, setup, ceil, src) -> int:
     """`--grid`: the runtime check over the grid's cells (llm_grid), the result file, the table."""
-    from ..models import llm_grid, llm_run
+    from ..models import llm_grid, llm_run, measure
 
     runs = 3 if args.quick else 5
     kept: dict = {}
@@ -260,7 +260,7 @@ def _run_grid(arch, args, inp, runtime, grid, summary, setup, ceil, src) -> int:
                      weights=inp["weights"], ceil=ceil, measure_sets=measure_sets, compare=compare)  # fmt: skip
     roofs = kept["roofs"]
     summary.update(
-        executed=True, dtype_executed=llm_run.executable(inp["dtype"], "cpu", "gemm"),
+        executed=True, dtype_executed=measure.executed_dtype(inp["dtype"], "cpu", "gemm"),
         dtype_note=llm_run.dtype_note(inp["dtype"], "cpu"), threads=roofs.threads, roofs_threads=roofs.threads,
         device="cpu", ceilings_source=src, rows=g.pop("rows"), grid=g,
         batches=list(grid["batches"]), contexts=list(grid["contexts"]), prompt=grid["prompts"][0],

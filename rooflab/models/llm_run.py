@@ -93,10 +93,10 @@ def _key(op: dict) -> tuple:
 def predict(op: dict, roofs: place.Roofs, cold: bool, dtype: str | None = None) -> dict:
     """The roofs' time for ``op`` at the dtype it executes in here (at ``dtype``'s bytes when given):
     max(F/peak, B/BW, latency)."""
-    o = dict(op, dtype=dtype or executable(op["dtype"], roofs.device, op["kind"]))
+    o = dict(op, dtype=dtype or measure.executed_dtype(op["dtype"], roofs.device, op["kind"]))
     F, B = flops(o), min_bytes(o)
     written = min(B, output_bytes(o))
-    exec_dtype = executable(o["dtype"], roofs.device, o["kind"])
+    exec_dtype = measure.executed_dtype(o["dtype"], roofs.device, o["kind"])
     peak = roofs.peak(place.compute_dtype(o, roofs) if o["kind"] in QGEMM else exec_dtype)["value"] * 1e9
     mem = roofs.memory(B - written, written, cold)["value"] * 1e9
     lat = roofs.latency(f"library-{roofs.device}")
@@ -146,7 +146,7 @@ def measure_distinct(ops_all, roofs, *, device, threads, quick, machine, own, ex
         if rec["library"] is None:
             rec["why"] = "; ".join(e["error"] for e in errors) or "no variant executes it"
         name = (runtime or {}).get(o["kind"])
-        if name and rec["library"] is not None and executable(o["dtype"], device, o["kind"]) == "float32":
+        if name and rec["library"] is not None and measure.executed_dtype(o["dtype"], device, o["kind"]) == "float32":
             rec["runtime"] = _runtime_record(name, o, roofs, device, threads, quick, machine, llc)
     return out
 
@@ -166,30 +166,15 @@ def _runtime_record(name, op, roofs, device, threads, quick, machine, llc) -> di
         return None
 
 
-def executable(dtype: str, device: str, kind: str = "gemm") -> str:
-    """The dtype an op of ``kind`` runs in here. CUDA: its own. The CPU: float32 and float64 as
-    asked; a bfloat16 GEMM (the linear layers, the LM head) on the CPU's BF16 unit where it has one
-    (AMX or AVX-512 BF16: the bgemm family, which then executes model GEMMs); every other
-    bfloat16 or float16 op in float32, as rooflab's CPU kernels run it."""
-    if device == "cuda" or dtype in ("float32", "float64"):
-        return dtype
-    if dtype == "bfloat16" and kind == "gemm":
-        from ..families import bgemm
-
-        if bgemm.unit():
-            return "bfloat16"
-    return "float32"
-
-
 def executed_ops(ops_list: list[dict], device: str) -> list[dict]:
-    """The ops at the dtype each runs in here (executable): what their bytes and FLOPs count."""
-    return [dict(o, dtype=executable(o["dtype"], device, o["kind"])) for o in ops_list]
+    """The ops at the dtype each runs in here (measure.executed_dtype): what their bytes and FLOPs count."""
+    return [dict(o, dtype=measure.executed_dtype(o["dtype"], device, o["kind"])) for o in ops_list]
 
 
 def dtype_note(requested: str, device: str) -> str | None:
     """One line saying how a requested dtype runs here, None where it runs as asked."""
-    gemm = executable(requested, device, "gemm")
-    other = executable(requested, device, "add")
+    gemm = measure.executed_dtype(requested, device, "gemm")
+    other = measure.executed_dtype(requested, device, "add")
     if gemm == other == requested:
         return None
     if gemm == requested:
@@ -287,7 +272,7 @@ def assemble(phase_sets, measured, roofs, machine, device, dtype_req) -> list[di
     rows = []
     for s in phase_sets:
         ops_list = s["ops"]
-        exec_dtype = executable(ops_list[0]["dtype"], device, "gemm")  # the GEMMs': the MFU's peak
+        exec_dtype = measure.executed_dtype(ops_list[0]["dtype"], device, "gemm")  # the GEMMs': the MFU's peak
         tot = llm.totals(executed_ops(ops_list, device))  # bytes moved at the executed dtypes
         phase_cold = stored_weight_bytes(ops_list, device) > llc
         t_lib = t_best = roof = roof_req = 0.0
@@ -335,7 +320,7 @@ def curves(arch, roofs, dtype: str, batch0: int, context0: int, prompt: int, wei
     """Decode tokens/s against batch and against context as the memory and compute roofs allow
     (analytic: every op's F and B summed; each op's FLOPs on its own compute roof, so a 4-bit GEMV
     on the W4 roof), and the batch where decode turns compute-bound."""
-    exec_dtype = executable(dtype, roofs.device, "gemm")
+    exec_dtype = measure.executed_dtype(dtype, roofs.device, "gemm")
     peak = roofs.peak(exec_dtype)["value"] * 1e9
     bw = dram_read(roofs)
 

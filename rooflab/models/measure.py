@@ -81,12 +81,20 @@ def variants_for(op: dict, device: str):
     return [v for v in vs if v.library], [v for v in vs if not v.library]
 
 
-def executed_dtype(op: dict, variant) -> str:
-    """The dtype an op really runs in: its own where the variant takes it, else float32 (the CPU
-    paths have fp16/bf16 arithmetic only in the bgemm family's GEMMs); bytes and FLOPs are then
-    counted for that dtype."""
-    if not variant.dtypes or op["dtype"] in variant.dtypes:
-        return op["dtype"]
+def executed_dtype(dtype: str, device: str, kind: str = "gemm") -> str:
+    """The one rule for the dtype an op really runs in here (its bytes and FLOPs are counted for
+    it; `place`, the models suite and `llm` alike): as asked on a GPU and for every dtype but the
+    16-bit floats; a bfloat16 GEMM (linear layers, an LM head) on the CPU's BF16 unit where it has
+    one (AMX or AVX-512 BF16: the bgemm family's variants then take model GEMMs); every other
+    bfloat16 or float16 op on a CPU in float32, as rooflab's CPU kernels run it, numpy's variant 0
+    included (numpy's float16 is a float32 round trip per element, not a unit)."""
+    if device == "cuda" or dtype not in ("bfloat16", "float16"):
+        return dtype
+    if dtype == "bfloat16" and kind == "gemm":
+        from ..families import bgemm
+
+        if bgemm.unit():
+            return "bfloat16"
     return "float32"
 
 
@@ -123,7 +131,7 @@ def measure_one(driver, variant, op, *, threads, roofs, flush, cold_samples, str
     ``stream_llc`` (the LLC's bytes): the cold time rotates over distinct copies of the operands
     (rotation_count) instead of flushing, the way a chain of weight GEMMs streams; the copies'
     count and bytes go in the record (``rotation_copies``, ``rotation_bytes``)."""
-    dtype = executed_dtype(op, variant)
+    dtype = executed_dtype(op["dtype"], variant.device, op["kind"])
     shape = dict(op["shape"])
     # rooflab's kernels write their own width (a float conv, MatMulInteger's int32), not a graph's
     # 8-bit requantized output: the re-execution is counted for what it writes
