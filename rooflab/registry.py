@@ -159,10 +159,12 @@ def _load_family_of(name: str) -> None:
     parts = name.split(".")
     if len(parts) < 3 or not parts[1].isidentifier():
         return
+    module = f"{__package__}.families.{parts[1]}"
     try:
-        importlib.import_module(f"{__package__}.families.{parts[1]}")
-    except ModuleNotFoundError:
-        pass
+        importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name != module:  # a dependency the family lacks: said as loading them all would say it
+            raise
 
 
 def get_variant(name: str) -> Variant:

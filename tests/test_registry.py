@@ -67,3 +67,21 @@ def test_every_cpu_suite_variant_accepts_its_own_inputs(case):
     assert work.flops >= 0 and work.bytes >= 0 and (work.flops or work.bytes or work.launches), v.name
     if v.result_dtype:  # the tolerance lookup takes the same inputs (a bias included)
         assert v.result_dtype(*inputs, **params) is not None, v.name
+
+
+def test_one_variant_loads_only_its_family_and_an_unknown_one_still_names_them_all():
+    """A measuring process asks for one variant: only its family's module is imported (the others'
+    numba decorators and units doubled its start-up); a name no family module matches falls back to
+    loading every family, so the refusal still lists every variant."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from rooflab.registry import get_variant; get_variant('cpu.latency.empty'); "
+        "print(sorted(m for m in sys.modules if m.startswith('rooflab.families.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "rooflab.families.latency" in out and "rooflab.families.gemm" not in out
+    code = "from rooflab.registry import get_variant; get_variant('cpu.nofamily.x')"
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stderr
+    assert "unknown kernel variant 'cpu.nofamily.x'" in err and "cpu.gemm.00-numpy-blas" in err

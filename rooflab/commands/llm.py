@@ -279,8 +279,7 @@ def _write_outputs(summary, measured, ceil, src, setup, args) -> list[Path]:
     from ..results import ResultWriter, require_writable
 
     require_writable(setup.out)
-    device = summary.get("device", setup.device)
-    writer = ResultWriter(setup.out, setup.description(), "llm", device,
+    writer = ResultWriter(setup.out, setup.description(), "llm", summary["device"],
                           {"config": args.config, "threads": summary["threads"]})  # fmt: skip
     use_ceilings(writer, ceil, src)
     placed = []

@@ -230,16 +230,10 @@ def _ort():
 
 
 def _session(model_bytes: bytes, threads: int):
-    """One single-node session per weight array (a constant B, prepacked as in a real graph). A
-    cold rotation cycles through one session per weight copy, hundreds for a small decode GEMV:
-    with onnxruntime's default, each session's workers spin on after their call and take the cores
-    the next session needs (measured on 2 cores: 9.5 ms for a 0.02 ms GEMV, 52 s to build the 512
-    sessions). ``force_spinning_stop`` ends the spin with each call; a warm call then pays the
-    workers' wake-up (0.04 ms instead of 0.02 for 576 x 576), which a graph's session does not."""
-    from .. import ort_session
+    """One session per weight array (rooflab/ort_session.py: weight_session)."""
+    from ..ort_session import weight_session
 
-    # no worker left spinning after a call (above)
-    return ort_session.session(model_bytes, ort_session.options(threads, spin="stop", what="variant 0 of qgemm"))
+    return weight_session(model_bytes, threads, "variant 0 of qgemm")
 
 
 def _graph(node, inputs, output, inits) -> bytes:

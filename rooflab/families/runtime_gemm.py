@@ -27,7 +27,7 @@ import numpy as np
 from ..registry import Variant, installed, register
 from ..threads import resolve_threads
 from . import gemm
-from .qgemm import PerWeight, _session
+from .qgemm import PerWeight
 
 FAMILY = "runtime_gemm"
 TORCH_LINEAR = f"cpu.{FAMILY}.torch-linear"
@@ -97,7 +97,13 @@ def matmul_model(B: np.ndarray, bias: np.ndarray | None) -> bytes:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
-_ort_sessions = PerWeight(lambda B, bias, threads: _session(matmul_model(B, bias), threads))
+def _session(B, bias, threads):
+    from ..ort_session import weight_session
+
+    return weight_session(matmul_model(B, bias), threads, ORT_MATMUL)
+
+
+_ort_sessions = PerWeight(_session)
 
 
 def _ort_matmul(A, B, bias=None, reps=1, threads=None):
