@@ -22,6 +22,7 @@ with every attempt's figures, and one still noisy says so (``noisy``, ``noise_re
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -155,6 +156,17 @@ def _rate(work, seconds: float) -> float:
     return amount / seconds
 
 
+def _case_key(case) -> str | None:
+    """A suite case as the key of its verification: what makes its operands and its check (variant,
+    size, dtype, threads, parameters; not its label or timing). None when it is not JSON."""
+    try:
+        return json.dumps(
+            [case.variant, case.size, case.dtype, case.threads, case.params, case.verify_params], sort_keys=True
+        )
+    except (TypeError, ValueError):
+        return None
+
+
 def _new_record(variant: Variant, inputs, threads: int, params: dict, label, shape, meta) -> Record:
     """A record of ``variant`` on ``inputs`` before it is verified or timed: the one place a record
     is built, for a single measurement and an interleaved one alike."""
@@ -188,6 +200,8 @@ class Driver:
     backend: Backend
     settings: Settings = field(default_factory=Settings)
     best_clock: dict = field(default_factory=dict)  # threads -> best GHz seen in this run
+    # a suite case (its JSON) -> its verification in this run, or the error it gave (``measure``)
+    verified: dict = field(default_factory=dict)
 
     # ---- clock ---------------------------------------------------------------------------------
     def probe_clock(self, threads: int) -> list[float] | None:
@@ -228,9 +242,15 @@ class Driver:
         flush: Callable | None = None,
         rotation: list[tuple] | None = None,
         unit_clock: bool = False,
+        case_key: str | None = None,
     ) -> Record:
         """Verify, calibrate, time with contention checks. Never raises for a wrong kernel: the
         record then has status 'failed' and the error, and no figures.
+
+        ``case_key``: the suite case these inputs were made from (``run_case``): a case measured
+        again in a later pass of the run (its operands made again from the same case and seed: the
+        same values) keeps its first verification, or its first error; without it, every call
+        verifies.
 
         ``rotation``: further copies of ``inputs`` (same shapes; the operand that streams in distinct
         buffers, the others may be shared). Every copy is verified; each sample then calls the kernel once on each copy in turn and is charged per
@@ -241,17 +261,26 @@ class Driver:
         params = variant.params(**(params or {}))
         rec = _new_record(variant, inputs, threads, params, label, shape, meta)
         copies = [inputs, *(rotation or [])]
+        vparams = variant.params(**{**params, **(verify_params or {})})
+        earlier = self.verified.get(case_key) if case_key is not None else None
         try:
-            vparams = variant.params(**{**params, **(verify_params or {})})
-            for i, c in enumerate(copies):
+            if isinstance(earlier, RooflabError):
+                raise earlier
+            if earlier is not None:  # the same case, checked in an earlier pass of this run
+                rec.verification = {**earlier, "earlier_in_run": True}
+            for i, c in enumerate(copies if earlier is None else []):
                 checked = self.verify(variant, c, vparams, threads)
                 if i == 0:
                     rec.verification = checked
+            if case_key is not None:
+                self.verified[case_key] = rec.verification
             rec.verified = True
             if rotation:
                 distinct = {id(x): x.nbytes for c in copies for x in c if hasattr(x, "nbytes")}
                 rec.meta.update(rotation_copies=len(copies), rotation_bytes=sum(distinct.values()))
         except RooflabError as e:  # a wrong result, a refusal of these inputs, a launch error
+            if case_key is not None:
+                self.verified[case_key] = e
             rec.status, rec.error = "failed", str(e)
             return rec
         budget = s.budget_s if budget_s is None else budget_s
@@ -482,6 +511,7 @@ class Driver:
             label=case.label,
             shape=shape,
             meta=case.meta,
+            case_key=_case_key(case),
             **case_timing,
         )
 

@@ -1,4 +1,5 @@
-"""Result files: versioned JSON records, written atomically after every measurement.
+"""Result files: versioned JSON records, written atomically after every measurement (on one line
+while the run goes on, indented once it has ended).
 
 Layout: ``<out>/<machine-id>/rooflab-<suite>-<device>-<UTC timestamp>.json``; plots are written next
 to it with the same stem. A run that is interrupted keeps everything it finished (status
@@ -45,13 +46,21 @@ def readable_mode(path) -> None:
     os.chmod(path, 0o666 & ~umask)
 
 
-def atomic_write_json(path: Path, data: dict) -> None:
+def atomic_write_json(path: Path, data: dict, compact: bool = False) -> None:
+    """``data`` as JSON at ``path``, whole or not at all (a temporary file, synced, then renamed).
+    ``compact``: one line, through json's C encoder (~3x faster than the indented form, which only
+    the pure-Python encoder writes); for the checkpoints of a run still going."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        text = (
+            json.dumps(data, separators=(",", ":"), default=_default)
+            if compact
+            else json.dumps(data, indent=1, default=_default)
+        )
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, default=_default)
+            f.write(text)
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
@@ -123,8 +132,10 @@ class ResultWriter:
         self.save()
 
     def save(self) -> None:
+        """Rewritten whole after every record: compact while the run goes on (a quick run saves
+        ~240 times, and the indented form took ~12 s of it on a 2-core VM), indented once it ended."""
         self.data["heartbeat"] = utc_now()
-        atomic_write_json(self.path, self.data)
+        atomic_write_json(self.path, self.data, compact=self.data["status"] == "running")
 
     def finish(self, status: str = "complete") -> None:
         self.data["status"] = status

@@ -33,12 +33,26 @@ def test_the_machines_the_issue_names_are_all_here():
         assert machines.load(n)["how"]  # recorded where, or written from which public layout
 
 
+@pytest.fixture(scope="session")
+def described(tmp_path_factory):
+    """Each machine's sysfs tree written and read once per test run (the 256-thread server's is
+    ~4,600 files: written per test it cost ~2 s of setup each, and as long again to delete)."""
+    done: dict = {}
+
+    def describe(name: str) -> dict:
+        if name not in done:
+            done[name] = machines.describe(machines.load(name), tmp_path_factory.mktemp("machines"))
+        return copy.deepcopy(done[name])  # a test may change its copy
+
+    return describe
+
+
 @pytest.fixture(params=NAMES)
-def machine(request, tmp_path, monkeypatch):
+def machine(request, described, monkeypatch):
     """(profile, its cpu description, its caches with the probe's DRAM start), with this host's
     memory readers answering for that machine."""
     m = machines.load(request.param)
-    cpu = machines.describe(m, tmp_path)
+    cpu = described(request.param)
     monkeypatch.setattr(memory, "available_bytes", lambda: m["meminfo"]["MemAvailable"])
     memory.set_working_set_limit(None)
     return m, cpu
@@ -183,10 +197,10 @@ def test_a_broken_description_says_what_it_left_out_and_keeps_the_rest(tmp_path)
     assert none["physical_cores"] == 1 and any("0 usable cores" in p for p in none["problems"])
 
 
-def test_a_cpu_without_fma_skips_its_fma_phases_in_one_line(tmp_path):
+def test_a_cpu_without_fma_skips_its_fma_phases_in_one_line(described):
     from rooflab.suite_ceilings import Plan, skip_what_cannot_run
 
-    cpu = machines.describe(machines.load("xeon-e5-2670-snb-16t"), tmp_path)
+    cpu = described("xeon-e5-2670-snb-16t")
 
     class W:
         data = {"notes": []}
@@ -196,11 +210,11 @@ def test_a_cpu_without_fma_skips_its_fma_phases_in_one_line(tmp_path):
     assert sum("no FMA" in n for n in W.data["notes"]) == 2  # the description's line and the skip's
 
 
-def test_info_shows_the_numa_nodes_and_what_the_description_left_out(tmp_path, monkeypatch, capsys):
+def test_info_shows_the_numa_nodes_and_what_the_description_left_out(tmp_path, described, monkeypatch, capsys):
     from rooflab import cli
     from rooflab import machine as rmachine
 
-    cpu = machines.describe(machines.load("epyc7763-2s-256t"), tmp_path)
+    cpu = described("epyc7763-2s-256t")
     cpu["problems"] = ["the OS reports L3 (16 KiB) no larger than L2 (512 KiB): L3 and the levels above it left out"]
     monkeypatch.setattr(rmachine, "describe_cpu", lambda: copy.deepcopy(cpu))
     monkeypatch.chdir(tmp_path)  # no results/ here: info probes the clock now

@@ -104,5 +104,54 @@ def test_a_calibrated_case_is_not_warmed_twice():
     assert rec.status == "ok" and len(rec.samples_s) == 3
     assert len(calls) == 1 + 1 + 3  # verify, the calibration's one call (target 0), the samples
     calls.clear()
+    d = Driver(cpu_backend(probe=False), d.settings)  # a new run: the case is verified again
     d.measure(w, v.inputs(4096), threads=1, reps=2)
     assert len(calls) == 1 + 1 + 3  # verify, a warm-up, the samples
+
+
+def test_a_case_measured_again_in_a_run_is_verified_once_and_a_wrong_one_stays_failed():
+    """A later pass of a suite measures the same case again, its operands made again from the same
+    case and seed: the first pass's verification holds for it (said in the record). Another case,
+    a direct measurement (no case: its operands may be anything), or a case that failed is not
+    waved through."""
+    import dataclasses
+
+    import rooflab
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
+    from rooflab.registry import Case
+
+    v = rooflab.get_variant("cpu.stream.triad")
+    calls = []
+
+    def counted(*a, **k):
+        calls.append(k.get("reps"))
+        return v.kernel(*a, **k)
+
+    d = Driver(cpu_backend(probe=False), Settings(budget_s=0.0, min_samples=3, max_attempts=1, target_s=0.0))
+    w = dataclasses.replace(v, kernel=counted)
+    first = d.measure(w, v.inputs(4096), threads=1, case_key="triad 4096")
+    calls.clear()
+    again = d.measure(w, v.inputs(4096), threads=1, case_key="triad 4096")
+    assert again.status == "ok" and again.verified and again.verification["earlier_in_run"]
+    assert len(calls) == 1 + 3 and "earlier_in_run" not in first.verification  # no verifying call
+    for key in ("triad 8192", None):  # another case; no case at all
+        calls.clear()
+        d.measure(w, v.inputs(8192), threads=1, case_key=key)
+        assert len(calls) == 1 + 1 + 3
+
+    def wrong(a, b, c, *args, **k):
+        out = v.kernel(a, b, c, *args, **k)
+        out[-1] += 1.0
+        return out
+
+    bad = dataclasses.replace(v, kernel=wrong)
+    for _ in range(2):
+        rec = d.measure(bad, v.inputs(4096), threads=1, case_key="wrong triad 4096")
+        assert rec.status == "failed" and not rec.verified and rec.gbps is None and "at index" in rec.error
+
+    # through the suite path: the same case twice in one run, verified once
+    case = Case("cpu.stream.triad", size=4096, dtype="float64", threads=1, timing={"budget_s": 0.0})
+    recs = d.run([case, case])
+    assert [r["status"] for r in recs] == ["ok", "ok"]
+    assert "earlier_in_run" not in recs[0]["verification"] and recs[1]["verification"]["earlier_in_run"]

@@ -12,13 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-
-def _save(fig, stem: Path) -> list[Path]:
-    outs = [Path(str(stem) + ".png"), Path(str(stem) + ".svg")]
-    fig.savefig(outs[0], dpi=150, bbox_inches="tight")
-    fig.savefig(outs[1], bbox_inches="tight")
-    plt.close(fig)
-    return outs
+from .style import save  # noqa: E402
 
 
 def decode_figure(summary: dict):
@@ -63,7 +57,7 @@ def decode_figure(summary: dict):
 
 
 def decode_charts(summary: dict, stem: Path) -> list[Path]:
-    return _save(decode_figure(summary), Path(str(stem) + ".decode"))
+    return save(decode_figure(summary), Path(str(stem) + ".decode"))
 
 
 def grid_figure(grid: dict):
@@ -106,4 +100,4 @@ def grid_figure(grid: dict):
 def grid_charts(summary: dict, stem: Path) -> list[Path]:
     if not (summary.get("grid") or {}).get("cells"):
         return []
-    return _save(grid_figure(summary["grid"]), Path(str(stem) + ".grid"))
+    return save(grid_figure(summary["grid"]), Path(str(stem) + ".grid"))
