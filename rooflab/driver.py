@@ -156,6 +156,11 @@ def _rate(work, seconds: float) -> float:
     return amount / seconds
 
 
+def _or(given, default):
+    """A measurement's own setting where it gives one, else the run's."""
+    return default if given is None else given
+
+
 def _case_key(case) -> str | None:
     """A suite case as the key of its verification: what makes its operands and its check (variant,
     size, dtype, threads, parameters; not its label or timing). None when it is not JSON."""
@@ -257,41 +262,19 @@ class Driver:
         call (sample / copies): operands that together exceed the caches stream from memory on every
         call without a flush between calls, as a decode step streams its layers' weights."""
         variant = get_variant(variant) if isinstance(variant, str) else variant
-        s = self.settings
         params = variant.params(**(params or {}))
         rec = _new_record(variant, inputs, threads, params, label, shape, meta)
         copies = [inputs, *(rotation or [])]
         vparams = variant.params(**{**params, **(verify_params or {})})
-        earlier = self.verified.get(case_key) if case_key is not None else None
-        try:
-            if isinstance(earlier, RooflabError):
-                raise earlier
-            if earlier is not None:  # the same case, checked in an earlier pass of this run
-                rec.verification = {**earlier, "earlier_in_run": True}
-            for i, c in enumerate(copies if earlier is None else []):
-                checked = self.verify(variant, c, vparams, threads)
-                if i == 0:
-                    rec.verification = checked
-            if case_key is not None:
-                self.verified[case_key] = rec.verification
-            rec.verified = True
-            if rotation:
-                distinct = {id(x): x.nbytes for c in copies for x in c if hasattr(x, "nbytes")}
-                rec.meta.update(rotation_copies=len(copies), rotation_bytes=sum(distinct.values()))
-        except RooflabError as e:  # a wrong result, a refusal of these inputs, a launch error
-            if case_key is not None:
-                self.verified[case_key] = e
-            rec.status, rec.error = "failed", str(e)
+        if not self._check(rec, variant, copies, vparams, threads, case_key):
             return rec
-        budget = s.budget_s if budget_s is None else budget_s
-        nmin = s.min_samples if min_samples is None else min_samples
-        cvmax = s.cv_limit if cv_limit is None else cv_limit
-        attempts_max = s.max_attempts if max_attempts is None else max_attempts
-        target = s.target_s if target_s is None else target_s
+        s = self.settings
         try:
             attempts, reps = self._time(
-                variant, copies, params, threads, reps, target, budget, nmin, cvmax, attempts_max, flush, unit_clock
-            )
+                variant, copies, params, threads, reps, _or(target_s, s.target_s), _or(budget_s, s.budget_s),
+                _or(min_samples, s.min_samples), _or(cv_limit, s.cv_limit), _or(max_attempts, s.max_attempts),
+                flush, unit_clock,
+            )  # fmt: skip
         except RooflabError as e:  # e.g. a launch that fails only at the timed size
             rec.status, rec.error = "failed", str(e)
             return rec
@@ -305,6 +288,33 @@ class Driver:
         if variant.after_run:  # what the kernel measured on the chip (SM clock, ns per hop)
             rec.meta.update(_jsonable(variant.after_run(*inputs) or {}))
         return rec
+
+    def _check(self, rec: Record, variant: Variant, copies: list, vparams: dict, threads: int, case_key) -> bool:
+        """Verify every copy of the operands, or take the case's check (or error) from an earlier
+        pass of this run; False, with the record failed and the error, for a wrong result, a
+        refusal of these inputs or a launch error."""
+        earlier = self.verified.get(case_key) if case_key is not None else None
+        try:
+            if isinstance(earlier, RooflabError):
+                raise earlier
+            if earlier is not None:  # the same case, checked in an earlier pass of this run
+                rec.verification = {**earlier, "earlier_in_run": True}
+            for i, c in enumerate(copies if earlier is None else []):
+                checked = self.verify(variant, c, vparams, threads)
+                if i == 0:
+                    rec.verification = checked
+        except RooflabError as e:
+            if case_key is not None:
+                self.verified[case_key] = e
+            rec.status, rec.error = "failed", str(e)
+            return False
+        if case_key is not None:
+            self.verified[case_key] = rec.verification
+        rec.verified = True
+        if len(copies) > 1:
+            distinct = {id(x): x.nbytes for c in copies for x in c if hasattr(x, "nbytes")}
+            rec.meta.update(rotation_copies=len(copies), rotation_bytes=sum(distinct.values()))
+        return True
 
     def _record_attempts(self, rec: Record, best: dict, attempts: list[dict], threads: int) -> None:
         """The chosen attempt's clocks and noise, and every attempt's median, CV and noise."""
