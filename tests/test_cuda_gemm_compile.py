@@ -18,6 +18,7 @@ import subprocess
 
 import pytest
 
+import rooflab.families.gemm as gemm_family
 from rooflab.cuda import compiler
 from rooflab.errors import RooflabError
 from rooflab.families.gemm import cuda as g
@@ -96,7 +97,7 @@ def test_nvrtc_builds_fit_an_sm_without_spills(cache, name, arch):
     assert len(b.resources) == 2 and compiler.spills(b.resources) == {}, b.log
     assert "Potential Performance Loss" not in b.log, b.log
     stub = arch not in (compiler.targets(name) or [arch])  # wgmma for sm_80 / sm_90: never launched
-    dtype = {v: k for k, v in g.SUFFIX.items()}
+    dtype = {v: k for k, v in gemm_family.SUFFIX.items()}
     for kernel, res in b.resources.items():  # the launcher's block: its registers and shared memory fit
         dynamic = 0 if stub else r.dynamic_smem(dtype[kernel.rsplit("_", 1)[1]])
         assert res["registers"] * r.threads <= 65536, (kernel, res, r.threads)

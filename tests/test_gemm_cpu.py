@@ -11,6 +11,7 @@ Run: ``python -m pytest -q tests/test_gemm_cpu.py`` (add ``-m 'not slow'`` for t
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import os
@@ -79,7 +80,7 @@ def test_roles_are_attributes_of_the_rungs():
     """What consumers pick a rung for is read from the variant, never from its number or name."""
     vs = {v.name: v for v in list_variants(family="gemm", device="cpu")}
     for r in RUNGS:
-        v = vs[f"cpu.gemm.{r.number:02d}-{r.tech}"]
+        v = vs[r.name]
         assert (v.op == "gemm") == r.model_op and ("best" in v.roles) == r.best
         assert ("threaded" in v.roles) == r.threaded and v.max_flops == r.max_flops
     # model ops run through the library and the library-class rungs, never the slow ones
@@ -102,8 +103,8 @@ def test_a_new_rung_is_one_entry(monkeypatch):
     from rooflab.families.gemm import cpu as gemm_cpu
 
     monkeypatch.setattr(registry, "_REGISTRY", {k: v for k, v in registry._REGISTRY.items() if ".gemm." not in k})
-    new = gemm_cpu.Rung(len(RUNGS), "faster", K.gemm_packed, "a new rung", threaded=True, model_op=True, best=True)
-    gemm_cpu.register_rungs([*(r._replace(best=False) for r in RUNGS), new])
+    new = gemm_cpu.Rung(len(RUNGS), "faster", "a new rung", into=K.gemm_packed, threaded=True, model_op=True, best=True)
+    gemm_cpu.register_rungs([*(dataclasses.replace(r, best=False) for r in RUNGS), new])
     name = f"cpu.gemm.{new.number:02d}-faster"
     assert best_variant("gemm", "cpu").name == name
     assert [v.name for v in list_variants(op="gemm", device="cpu")][-1] == name

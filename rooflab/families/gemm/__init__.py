@@ -27,6 +27,8 @@ Run: ``rooflab run --suite gemm``, or
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -37,6 +39,64 @@ from ...work import Work
 
 FAMILY = "gemm"
 DTYPES = ("float32", "float64")
+SUFFIX = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}  # CUDA kernel name endings
+ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One rung of a GEMM ladder, CPU (cpu.py's RUNGS) or CUDA (cuda.py's): a new rung is one entry
+    of its device's RUNGS (plus its kernel and test). Every rung has its number, the technique it
+    adds (``slug``: the variant name's suffix), roles and how far the suite times it; its device
+    says how it runs:
+      CPU   ``into(A, B, C[, threads])`` fills C (``threaded``: it takes a thread count)
+      CUDA  ``source`` holds ``kernel``_<dtype suffix>, built with the -D ``knobs`` and launched with
+            ``block_threads(knobs)`` threads and ``smem(knobs, itemsize)`` bytes of dynamic shared
+            memory (None: static only)."""
+
+    number: int
+    slug: str
+    description: str = ""
+    device: str = "cpu"
+    dtypes: tuple = DTYPES
+    threaded: bool = False  # timed at every thread count of the suite
+    model_op: bool = False  # model ops run on it (the library-class rungs)
+    best: bool = False  # the best own rung: what the placement and conv's im2col use beside the library
+    max_flops: float | None = None  # the suite times it only up to this many FLOPs per call
+    into: Callable | None = None
+    source: str | None = None
+    kernel: str | None = None
+    knobs: dict = field(default_factory=dict)
+    block_threads: Callable[[dict], int] | None = None
+    smem: Callable[[dict, int], int] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.device}.{FAMILY}.{self.number:02d}-{self.slug}"
+
+    @property
+    def threads(self) -> int:
+        """CUDA: threads per block."""
+        return self.block_threads(self.knobs)
+
+    @property
+    def tile(self) -> tuple[int, int]:
+        """CUDA: rows x columns of C per block."""
+        k = self.knobs
+        return (k["TILE"], k["TILE"]) if "TILE" in k else (k["BM"], k["BN"])
+
+    def dynamic_smem(self, dtype: str = "float32") -> int:
+        """CUDA: dynamic shared memory per block in bytes for the dtype named (0: static only), 1 KiB
+        of alignment slack included."""
+        if self.smem is None:
+            return 0
+        return self.smem(self.knobs, ITEMSIZE[dtype]) + 1024
+
+    def function(self, dtype: str) -> str:
+        """CUDA: the kernel's name for ``dtype``."""
+        return f"{self.kernel}_{SUFFIX[dtype]}"
+
+
 SQUARE = (64, 128, 256, 512, 1024, 2048, 4096)
 
 

@@ -18,15 +18,12 @@ Run: ``python -m pytest -q tests/test_gemm_cpu.py``; ``rooflab run --suite gemm`
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import NamedTuple
-
 import numpy as np
 
 from ...kernels.cpu import gemm as K
 from ...kernels.cpu import simd
 from ...registry import Variant, register
-from . import DTYPES, FAMILY, check_operands, inputs, reference, result_dtype, work
+from . import DTYPES, FAMILY, Rung, check_operands, inputs, reference, result_dtype, work
 
 
 def blas_info() -> dict:
@@ -78,56 +75,27 @@ def _numpy_into(A, B, C, threads):
     np.matmul(A, B, out=C)  # BLAS's pool is sized by the driver's thread control (threadpoolctl)
 
 
-class Rung(NamedTuple):
-    """One rung of the CPU ladder: a new rung is one entry of RUNGS (plus its kernel and test)."""
-
-    number: int
-    tech: str  # the technique it adds: the name's suffix
-    into: Callable  # into(A, B, C[, threads]) fills C
-    description: str
-    threaded: bool = False  # takes a thread count (timed at every count of the suite)
-    model_op: bool = False  # model-op placement runs gemm ops through it (the library-class rungs)
-    best: bool = False  # the best own rung: what the placement and conv's im2col use beside BLAS
-    max_flops: float | None = None  # the suite times it only up to this many FLOPs per call
-
-
 _TILE = "x".join(map(str, K.TILE["float32"])) + " FP32 / " + "x".join(map(str, K.TILE["float64"])) + " FP64"
 RUNGS = [
-    Rung(0, "numpy-blas", _numpy_into, f"numpy.matmul -> {blas_name()} (the library)", threaded=True, model_op=True),
-    Rung(1, "naive", K.gemm_naive_into, "i-j-k triple loop (inner loop strides down a column of B)", max_flops=3e8),
-    Rung(
-        2,
-        "loop-order",
-        K.gemm_ikj_into,
-        "i-k-j loop order: unit-stride inner loop C[i,:] += A[i,p]*B[p,:]",
-        max_flops=3e9,
-    ),
-    Rung(3, "cache-blocked", K.gemm_blocked_into, "i-k-j on 256x256 blocks of B kept in L2", max_flops=2e10),
-    Rung(
-        4,
-        "packed-panels",
-        K.gemm_packed,
-        f"BLIS loop nest with packed A/B panels and a {_TILE} register tile in explicit "
-        f"{simd.BITS}-bit SIMD (skinny M streams B)",
-        model_op=True,
-    ),
-    Rung(
-        5,
-        "multithreaded",
-        K.gemm_packed,
-        "04 split over blocks of C with prange, private packing buffers",
-        threaded=True,
-        model_op=True,
-        best=True,
-    ),
-]
+    Rung(0, "numpy-blas", f"numpy.matmul -> {blas_name()} (the library)", into=_numpy_into, threaded=True,
+         model_op=True),
+    Rung(1, "naive", "i-j-k triple loop (inner loop strides down a column of B)", into=K.gemm_naive_into,
+         max_flops=3e8),
+    Rung(2, "loop-order", "i-k-j loop order: unit-stride inner loop C[i,:] += A[i,p]*B[p,:]", into=K.gemm_ikj_into,
+         max_flops=3e9),
+    Rung(3, "cache-blocked", "i-k-j on 256x256 blocks of B kept in L2", into=K.gemm_blocked_into, max_flops=2e10),
+    Rung(4, "packed-panels", f"BLIS loop nest with packed A/B panels and a {_TILE} register tile in explicit "
+         f"{simd.BITS}-bit SIMD (skinny M streams B)", into=K.gemm_packed, model_op=True),
+    Rung(5, "multithreaded", "04 split over blocks of C with prange, private packing buffers", into=K.gemm_packed,
+         threaded=True, model_op=True, best=True),
+]  # fmt: skip
 
 
 def register_rungs(rungs) -> dict:
     """Register each rung as a variant (its roles from its flags); {number: Variant}."""
     out = {}
     for r in rungs:
-        name = f"cpu.{FAMILY}.{r.number:02d}-{r.tech}"
+        name = r.name
         out[r.number] = register(
             Variant(
                 name=name,

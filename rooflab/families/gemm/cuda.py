@@ -45,20 +45,18 @@ the CPU through tests/cuda_emu) check the kernels.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ...cuda import loader
 from ...errors import RooflabError, first_line
 from ...registry import Variant, register
-from . import result_dtype, shape_of
+from . import Rung, result_dtype, shape_of
 from . import work as family_work
 
 SIMT_DTYPES = ("float32", "float64")
 TC_DTYPES = ("float16", "bfloat16")
-SUFFIX = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}  # kernel name endings
 STATIC_SMEM_LIMIT = 48 << 10  # above this a kernel must opt in to more dynamic shared memory
 
 
@@ -213,9 +211,6 @@ def validate(name: str, dtypes: tuple, A, B) -> tuple[int, int, int]:
 # ---- the rungs -------------------------------------------------------------------------------
 
 
-ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
-
-
 def _one_per_element(k: dict) -> int:
     return k["BM"] * k["BN"]
 
@@ -255,74 +250,41 @@ def _smem_wgmma(k: dict, size: int) -> int:
     return k["STAGES"] * (k["BM"] + k["BN"]) * 64 * 2
 
 
-@dataclass(frozen=True)
-class Rung:
-    """One rung: its source, its -D knobs, and what a launch needs from them (``block_threads``,
-    ``smem``: dynamic shared memory in bytes from the knobs and the element size, None for static
-    only). ``model_op``: model ops run on it (the library and the top SIMT and tensor-core rungs)."""
-
-    number: int
-    slug: str
-    source: str
-    kernel: str  # base name: <kernel>_f32, _f64, _f16, _bf16
-    knobs: dict = field(default_factory=dict)
-    dtypes: tuple = SIMT_DTYPES
-    description: str = ""
-    block_threads: Callable[[dict], int] = _one_per_element
-    smem: Callable[[dict, int], int] | None = None
-    model_op: bool = False
-    max_flops: float | None = None  # the suite times it only up to this many FLOPs per call (as the CPU ladder)
-
-    @property
-    def name(self) -> str:
-        return f"cuda.gemm.{self.number:02d}-{self.slug}"
-
-    @property
-    def threads(self) -> int:
-        return self.block_threads(self.knobs)
-
-    @property
-    def tile(self) -> tuple[int, int]:
-        """Rows x columns of C per block."""
-        k = self.knobs
-        return (k["TILE"], k["TILE"]) if "TILE" in k else (k["BM"], k["BN"])
-
-    def dynamic_smem(self, dtype: str = "float32") -> int:
-        """Dynamic shared memory per block in bytes (0: static only), 1 KiB of alignment slack included."""
-        if self.smem is None:
-            return 0
-        return self.smem(self.knobs, ITEMSIZE[_dtype_name(dtype)]) + 1024
-
-    def function(self, dtype: str) -> str:
-        return f"{self.kernel}_{SUFFIX[dtype]}"
+def _rung(number, slug, source, kernel, knobs, *, dtypes=SIMT_DTYPES, block_threads=_one_per_element, **kw) -> Rung:
+    """A CUDA rung of the family's one Rung type (``model_op``: the library and the top SIMT and
+    tensor-core rungs)."""
+    return Rung(
+        number, slug, device="cuda", source=source, kernel=kernel, knobs=knobs, dtypes=dtypes,
+        block_threads=block_threads, **kw,
+    )  # fmt: skip
 
 
 RUNGS = [
-    Rung(1, "naive", "gemm01_naive.cu", "gemm01_naive", {"BM": 32, "BN": 8},
+    _rung(1, "naive", "gemm01_naive.cu", "gemm01_naive", {"BM": 32, "BN": 8},
          description="one thread per element of C, a warp along 32 rows (uncoalesced A loads and C stores)",
          max_flops=2.0**34),
-    Rung(2, "coalesced", "gemm02_coalesced.cu", "gemm02_coalesced", {"BM": 8, "BN": 32},
+    _rung(2, "coalesced", "gemm02_coalesced.cu", "gemm02_coalesced", {"BM": 8, "BN": 32},
          description="a warp along 32 columns of C: coalesced B loads and C stores, A broadcast", max_flops=2.0**34),
-    Rung(3, "smem-tiling", "gemm03_smem.cu", "gemm03_smem", {"TILE": 32}, block_threads=_one_per_tile_element,
+    _rung(3, "smem-tiling", "gemm03_smem.cu", "gemm03_smem", {"TILE": 32}, block_threads=_one_per_tile_element,
          description="32 x 32 tiles of A and B staged in shared memory, each element reused 32 times"),
-    Rung(4, "1d-blocktiling", "gemm04_blocktile1d.cu", "gemm04_blocktile1d", {"BM": 64, "BN": 64, "BK": 8, "TM": 8},
+    _rung(4, "1d-blocktiling", "gemm04_blocktile1d.cu", "gemm04_blocktile1d", {"BM": 64, "BN": 64, "BK": 8, "TM": 8},
          block_threads=_rows_per_thread,
          description="8 rows of C per thread: each B value from shared memory reused 8 times from a register"),
-    Rung(5, "2d-blocktiling", "gemm05_blocktile2d.cu", "gemm05_blocktile2d",
+    _rung(5, "2d-blocktiling", "gemm05_blocktile2d.cu", "gemm05_blocktile2d",
          {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}, block_threads=_tile_per_thread,
          description="8 x 8 of C per thread as outer products of register vectors (128 x 128 block tiles)"),
-    Rung(6, "vectorized", "gemm06_vectorized.cu", "gemm06_vectorized",
+    _rung(6, "vectorized", "gemm06_vectorized.cu", "gemm06_vectorized",
          {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}, block_threads=_tile_per_thread, model_op=True,
          description="128-bit global and shared loads and stores (LDG/LDS/STG.128), A transposed in shared memory"),
-    Rung(7, "warptiling", "gemm07_warptile.cu", "gemm07_warptile",
+    _rung(7, "warptiling", "gemm07_warptile.cu", "gemm07_warptile",
          {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 32, "TM": 4, "TN": 4, "LANES_N": 4},
          block_threads=_warps, smem=_smem_warptile, model_op=True,
          description="warp tiles (conflict-free 128-bit shared loads) and double-buffered shared memory"),
-    Rung(8, "mma-sync", "gemm08_mma.cu", "gemm08_mma",
+    _rung(8, "mma-sync", "gemm08_mma.cu", "gemm08_mma",
          {"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 32, "STAGES": 3, "GROUP_M": 8},
          dtypes=TC_DTYPES, block_threads=_warps, smem=_smem_mma, model_op=True,
          description="tensor cores via mma.sync m16n8k16 (FP32 accumulate), 3-stage cp.async pipeline, ldmatrix"),
-    Rung(9, "wgmma", "gemm09_wgmma.cu", "gemm09_wgmma", {"BM": 128, "BN": 256, "STAGES": 4, "GROUP_M": 8},
+    _rung(9, "wgmma", "gemm09_wgmma.cu", "gemm09_wgmma", {"BM": 128, "BN": 256, "STAGES": 4, "GROUP_M": 8},
          dtypes=TC_DTYPES, block_threads=_warpgroups, smem=_smem_wgmma, model_op=True,
          description="Hopper wgmma m64n128k16 from 128-byte-swizzled shared memory, 4-stage cp.async pipeline"),
 ]  # fmt: skip
