@@ -289,6 +289,16 @@ class Driver:
             rec.meta.update(_jsonable(variant.after_run(*inputs) or {}))
         return rec
 
+    def verify_case(self, case: Case, inputs: tuple) -> None:
+        """Verify a suite case now and remember the outcome for this run: its measurement then
+        takes this check (or its error) instead of verifying again (a measuring process does it
+        before it is told to measure, rooflab.processes)."""
+        v = get_variant(case.variant)
+        params = v.params(**case.params)
+        rec = _new_record(v, inputs, case.threads, params, case.label, None, case.meta)
+        vparams = v.params(**{**params, **(case.verify_params or {})})
+        self._check(rec, v, [inputs], vparams, case.threads, _case_key(case))
+
     def _check(self, rec: Record, variant: Variant, copies: list, vparams: dict, threads: int, case_key) -> bool:
         """Verify every copy of the operands, or take the case's check (or error) from an earlier
         pass of this run; False, with the record failed and the error, for a wrong result, a

@@ -147,20 +147,6 @@ def measure_in_processes(driver, case, processes: int, child: str):
     return kept
 
 
-def warm_up(driver, case, inputs) -> None:
-    """One verified call before READY: numba starts up here (its registries, the kernel loaded from
-    the on-disk cache: ~0.5 s), while every process of the case prepares at once, instead of inside
-    each measurement, one process after another. A wrong result is left for the measurement to
-    record (it verifies again)."""
-    from .registry import get_variant
-
-    v = get_variant(case.variant)
-    try:
-        driver.verify(v, inputs, v.params(**{**case.params, **(case.verify_params or {})}), case.threads)
-    except RooflabError:
-        pass
-
-
 def serve(make_backend) -> int:
     """A measuring process's main: read a case and settings on stdin, measure it with the driver
     on ``make_backend(probe=...)``, print the Record as JSON."""
@@ -172,7 +158,10 @@ def serve(make_backend) -> int:
     driver.best_clock = {int(k): v for k, v in (job.get("best_clock") or {}).items()}
     case = Case(**job["case"])
     inputs = driver.inputs(case)  # imports the variant
-    warm_up(driver, case, inputs)
+    # verified now, while every process of the case prepares at once: numba starts up here (its
+    # registries, the kernel from the on-disk cache: ~0.5 s) instead of inside each measurement,
+    # one process after another; the measurement takes this check (or its error)
+    driver.verify_case(case, inputs)
     print(READY, flush=True)
     if sys.stdin.readline().strip() != GO:
         return 1

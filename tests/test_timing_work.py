@@ -155,3 +155,9 @@ def test_a_case_measured_again_in_a_run_is_verified_once_and_a_wrong_one_stays_f
     recs = d.run([case, case])
     assert [r["status"] for r in recs] == ["ok", "ok"]
     assert "earlier_in_run" not in recs[0]["verification"] and recs[1]["verification"]["earlier_in_run"]
+
+    # verified ahead (a measuring process, before it is told to measure): the measurement takes it
+    fresh = Driver(cpu_backend(probe=False), d.settings)
+    other = Case("cpu.stream.triad", size=2048, dtype="float64", threads=1, timing={"budget_s": 0.0})
+    fresh.verify_case(other, fresh.inputs(other))
+    assert fresh.run_case(other)["verification"]["earlier_in_run"]

@@ -40,7 +40,6 @@ from ...work import Work
 FAMILY = "gemm"
 DTYPES = ("float32", "float64")
 SUFFIX = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}  # CUDA kernel name endings
-ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
 
 
 @dataclass(frozen=True)
@@ -90,6 +89,8 @@ class Rung:
         of alignment slack included."""
         if self.smem is None:
             return 0
+        from ...workloads.ops import ITEMSIZE
+
         return self.smem(self.knobs, ITEMSIZE[dtype]) + 1024
 
     def function(self, dtype: str) -> str:

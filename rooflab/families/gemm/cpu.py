@@ -109,7 +109,7 @@ def register_rungs(rungs) -> dict:
                 inputs=inputs,
                 result_dtype=result_dtype,
                 op="gemm" if r.model_op else None,
-                dtypes=DTYPES,
+                dtypes=r.dtypes,
                 roles=(("best",) if r.best else ()) + (("threaded",) if r.threaded else ()),
                 max_flops=r.max_flops,
             )
