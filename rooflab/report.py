@@ -389,7 +389,7 @@ def build(results: list[dict]) -> str:
                 "<h2>Roofline</h2>" + _chart_img(roofline.roofline_figure(d, ops=d.get("ops_placed")), "roofline")
             )
         if kind == "placement":  # ops on its machine: the ceilings table is the ceilings result's
-            from .models.llm_report import llm_section  # an `rooflab llm` result: its per-config section
+            from .models.llm.report import llm_section  # an `rooflab llm` result: its per-config section
 
             parts += [_ops_section(d), llm_section(d), _notes_section(d)]
             continue

@@ -172,14 +172,14 @@ def test_the_family_chart_places_close_1_and_2_thread_peaks_without_overlap_and_
 def test_the_runtime_summary_never_lists_an_op_zero_ms_above_its_roof():
     """'most time above the roof: avgpool.flatten 0.00 ms above its roof' came from ops faster than
     their (false) roof: only ops slower than their roof's time are listed."""
-    from rooflab.models import runtime
+    from rooflab.models.runtimes import placement
 
     def row(node, runtime_s, roof_s):
         return {"node": node, "kind": "relu", "op_type": "Relu", "class": "memory-bound", "runtime_s": runtime_s,
                 "parts": [node], "pct_of_roof": 100 * roof_s / runtime_s, "below_roof": False, "flops": 1e6,
                 "predicted_s": {"compute-bound": 0.0, "memory-bound": roof_s, "latency-bound": 0.0}}  # fmt: skip
 
-    s = runtime.summarize([row("slow", 2e-3, 1e-3), row("flatten", 1e-4, 5e-4)], [3e-3], "m", "ort", "cpu")
+    s = placement.summarize([row("slow", 2e-3, 1e-3), row("flatten", 1e-4, 5e-4)], [3e-3], "m", "ort", "cpu")
     assert [w["node"] for w in s["most_time_above_roof"]] == ["slow"]
     assert "flatten" not in s["line"]
     # "above" means faster than possible elsewhere: the time an op loses against its roof is "slower"

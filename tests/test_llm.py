@@ -201,7 +201,7 @@ def test_a_model_type_rooflab_does_not_model_says_so():
 
     from rooflab.models import llm as L
 
-    cfg = json.loads((Path(L.__file__).parent / "llm_configs" / "qwen2-0.5b.json").read_text())
+    cfg = json.loads((Path(L.__file__).parent / "configs" / "qwen2-0.5b.json").read_text())
     assert L.generic_note(L.parse(cfg, "qwen2")) is None
     cfg["model_type"] = "falcon"
     note = L.generic_note(L.parse(cfg, "f"))

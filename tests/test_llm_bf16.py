@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from rooflab.families import bgemm
-from rooflab.models import llm, llm_run, measure
+from rooflab.models import llm, measure
+from rooflab.models.llm import predict
 from rooflab.workloads import ops
 
 
@@ -24,7 +25,7 @@ def test_which_ops_run_in_bf16_follows_the_unit(unit, monkeypatch):
     assert measure.executed_dtype("float16", "cpu", "gemm") == "float32"  # no fp16 GEMM rung
     assert measure.executed_dtype("float32", "cpu", "gemm") == "float32"
     assert measure.executed_dtype("bfloat16", "cuda", "add") == "bfloat16"
-    note = llm_run.dtype_note("bfloat16", "cpu")
+    note = predict.dtype_note("bfloat16", "cpu")
     assert note and (unit in note if unit else "executed as float32" in note)
 
 
@@ -33,7 +34,7 @@ def test_bytes_and_weights_of_a_bf16_phase_count_the_executed_dtypes(unit, monke
     monkeypatch.setattr(bgemm, "unit", lambda: unit)
     arch = llm.load("smollm-135m")
     ph = llm.phase_ops(arch, "decode", 1, context=64, dtype="bfloat16")
-    w = llm_run.stored_weight_bytes(ph, "cpu")
+    w = predict.stored_weight_bytes(ph, "cpu")
     counted = llm.totals(ph)["weight_elems"]
     assert w == pytest.approx(counted * (2 if unit else 4))  # every weight at 2 bytes on a BF16 unit
 

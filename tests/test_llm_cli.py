@@ -177,9 +177,9 @@ def test_tiny_llm_with_int4_weights_runs_the_quantized_rungs(quick_result, tmp_p
 
 @pytest.mark.slow  # a real quick run's ceilings, then the LLM placed on them
 def test_ops_that_do_not_fit_are_predicted_and_bf16_runs_as_fp32(quick_result, tmp_path, capsys, monkeypatch):
-    from rooflab.models import llm_run
+    from rooflab.models.llm import predict
 
-    monkeypatch.setattr(llm_run, "available_bytes", lambda: 1)  # nothing fits: every op from the roofs
+    monkeypatch.setattr(predict, "available_bytes", lambda: 1)  # nothing fits: every op from the roofs
     rc = cli.main(["llm", _cfg(tmp_path), "--ceilings", str(quick_result), "--quick", "--no-own", "--prompt", "8",
                    "--context", "32", "--dtype", "bf16", "--out", str(tmp_path / "r"), "--json", "--no-plot"])  # fmt: skip
     assert rc == 0
@@ -264,7 +264,8 @@ def test_ops_and_runtime_check_run_at_the_threads_of_their_roofs(tmp_path, capsy
     """Ceilings whose 2-thread roofs cannot be true: placement falls back to the 1-thread roofs and
     says so, and the ops and the runtime check run at 1 thread with them (issue 37: ops timed at 2
     threads and held to 1-thread roofs read as 118-183 % of their roofs)."""
-    from rooflab.models import llm_ort, llm_run
+    from rooflab.models.llm import predict
+    from rooflab.models.runtimes import ort_llm
     from tests.test_implausible import bad_two_threads
 
     ceil = tmp_path / "ceilings.json"
@@ -275,14 +276,14 @@ def test_ops_and_runtime_check_run_at_the_threads_of_their_roofs(tmp_path, capsy
         seen["threads"], seen["config"] = threads, config.name  # the parsed config, not its path again
         return {"config": config.name, "threads": threads, "runtime": "stub", "phases": {}}
 
-    real = llm_run.measure_distinct
+    real = predict.measure_distinct
 
     def predicted_only(*a, **k):  # the ops predicted, not executed: the test is the threads' plumbing
         seen["ops_threads"] = k["threads"]
         return real(*a, **{**k, "execute": False})
 
-    monkeypatch.setattr(llm_ort, "compare", compare)
-    monkeypatch.setattr(llm_run, "measure_distinct", predicted_only)
+    monkeypatch.setattr(ort_llm, "compare", compare)
+    monkeypatch.setattr(predict, "measure_distinct", predicted_only)
     rc = cli.main(["llm", _cfg(tmp_path), "--ceilings", str(ceil), "--threads", "2", "--runtime",
                    "onnxruntime", "--prompt", "8", "--context", "32", "--out", str(tmp_path / "r"), "--json",
                    "--no-plot"])  # fmt: skip
@@ -298,17 +299,18 @@ def test_ops_and_runtime_check_run_at_the_threads_of_their_roofs(tmp_path, capsy
 
 
 def test_a_moe_model_states_the_distinct_experts_each_phase_reads():
-    from rooflab.models import llm, llm_run
+    from rooflab.models import llm
+    from rooflab.models.llm import predict
 
     arch = llm.load("mixtral-8x7b")
     summary = {
         "rows": [{"phase": "prefill", "batch": 1, "prompt": 128}, {"phase": "decode", "batch": 4, "context": 64}]
     }
-    llm_run.state_experts(arch, summary)
+    predict.state_experts(arch, summary)
     pre, dec = summary["rows"]
     assert pre["expected_experts"] == pytest.approx(llm.expected_experts(8, 2, 128)) and pre["expected_experts"] > 7.9
     assert dec["expected_experts"] == pytest.approx(8 * (1 - (1 - 2 / 8) ** 4))  # 4 tokens x 2 of 8
     assert summary["moe"] == {"experts": 8, "top_k": 2}
     dense = {"rows": [{"phase": "decode", "batch": 1, "context": 64}]}
-    llm_run.state_experts(llm.load("smollm-135m"), dense)
+    predict.state_experts(llm.load("smollm-135m"), dense)
     assert "moe" not in dense and "expected_experts" not in dense["rows"][0]

@@ -11,7 +11,9 @@ import pytest
 
 from rooflab import cli
 from rooflab.errors import RooflabError
-from rooflab.models import export_llm, llm, llm_ort
+from rooflab.models import llm
+from rooflab.models.llm import export as llm_export
+from rooflab.models.runtimes import ort_llm
 
 pytest.importorskip("onnxruntime")
 
@@ -31,10 +33,10 @@ def tiny(tmp_path):
 
 def test_exported_graph_is_verified_and_holds_the_parameters(tiny, tmp_path):
     (tmp_path / "v").mkdir()
-    assert llm_ort.verify(tiny, tmp_path / "v") < 1e-3
+    assert ort_llm.verify(tiny, tmp_path / "v") < 1e-3
     import onnx
 
-    path = export_llm.export(tiny, tmp_path / "m.onnx", seq=4)
+    path = llm_export.export(tiny, tmp_path / "m.onnx", seq=4)
     m = onnx.load(str(path), load_external_data=False)
     n = sum(int(np.prod(t.dims)) for t in m.graph.initializer if not t.name.startswith("const_"))
     assert n == llm.param_counts(llm.load(tiny))["total"]
@@ -42,11 +44,11 @@ def test_exported_graph_is_verified_and_holds_the_parameters(tiny, tmp_path):
 
 
 def test_a_cache_fed_wrong_is_caught(tiny, tmp_path):
-    a = export_llm.export(tiny, tmp_path / "p.onnx", seq=3)
-    d = export_llm.export(tiny, tmp_path / "d.onnx", cache=4)
-    b = export_llm.export(tiny, tmp_path / "p1.onnx", seq=4)
+    a = llm_export.export(tiny, tmp_path / "p.onnx", seq=3)
+    d = llm_export.export(tiny, tmp_path / "d.onnx", cache=4)
+    b = llm_export.export(tiny, tmp_path / "p1.onnx", seq=4)
     ids = np.arange(4, dtype=np.int64).reshape(1, 4)
-    sa, sd, sb = (llm_ort.session(x, 1) for x in (a, d, b))
+    sa, sd, sb = (ort_llm.session(x, 1) for x in (a, d, b))
     out = sa.run(None, {"input_ids": ids[:, :3]})
     past = {o.name.replace("present", "past"): v for o, v in zip(sa.get_outputs(), out) if "present" in o.name}
     ref = sb.run(None, {"input_ids": ids})[0]
@@ -58,17 +60,17 @@ def test_a_cache_fed_wrong_is_caught(tiny, tmp_path):
 
 def test_export_refuses_what_it_cannot_build(tmp_path, capsys):
     with pytest.raises(RooflabError, match="not a dense Llama-family"):
-        export_llm.export("mixtral-8x7b", tmp_path / "x.onnx", cache=8)
+        llm_export.export("mixtral-8x7b", tmp_path / "x.onnx", cache=8)
     with pytest.raises(RooflabError, match="not a dense Llama-family"):
-        export_llm.export("gpt-neox-20b", tmp_path / "x.onnx", cache=8)
+        llm_export.export("gpt-neox-20b", tmp_path / "x.onnx", cache=8)
     assert cli.main(["export", "smollm-135m", "-o", str(tmp_path / "x.onnx"), "--seq", "4", "--cache", "8"]) == 2
     assert "not both" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
 
 
 def test_ort_times_each_phase(tiny, tmp_path):
-    p = export_llm.export(tiny, tmp_path / "d.onnx", cache=8)
-    m = llm_ort.timed(p, threads=1, runs=3)
+    p = llm_export.export(tiny, tmp_path / "d.onnx", cache=8)
+    m = ort_llm.timed(p, threads=1, runs=3)
     assert m["median_s"] > 0 and "MatMul" in m["by_op_type_s"]
 
 
@@ -92,16 +94,16 @@ def test_the_decode_check_predicts_the_graphs_kv_concat(tiny, tmp_path):
         return 0.003 * batch
 
     rows = [row("prefill", prompt=4), row("decode", context=8)]
-    c = llm_ort.compare(tiny, rows, threads=1, prompt=4, context=8, runs=3, graph_kv_copy=copy)
+    c = ort_llm.compare(tiny, rows, threads=1, prompt=4, context=8, runs=3, graph_kv_copy=copy)
     d, p = c["decode"], c["prefill"]
     assert asked == [8]
     assert d["predicted_s"] == pytest.approx(0.005 - 0.001 + 0.003) and d["predicted_in_place_s"] == 0.005
-    assert d["predicted_by_kind_s"][llm_ort.KIND_TO_ORT["concat"]] == pytest.approx(0.003)
+    assert d["predicted_by_kind_s"][ort_llm.KIND_TO_ORT["concat"]] == pytest.approx(0.003)
     assert d["error_pct"] == pytest.approx(100 * (d["predicted_s"] - d["measured_s"]) / d["measured_s"])
     assert p["predicted_s"] == 0.005 and "graph_kv_copy_s" not in p
-    assert any("KV Concats copy the whole cache" in line for line in llm_ort.lines(c))
+    assert any("KV Concats copy the whole cache" in line for line in ort_llm.lines(c))
     # the words say who measured and who predicted, and which way the error goes
-    said = "\n".join(llm_ort.lines(c))
+    said = "\n".join(ort_llm.lines(c))
     assert "onnxruntime measured" in said and "rooflab predicted" in said and "rel. err" not in said
     sign = "slower than measured" if d["error_pct"] >= 0 else "faster than measured"
     assert f"({d['error_pct']:+.0f}%: {sign})" in said
@@ -113,7 +115,7 @@ def test_onnxruntimes_matmul_is_verified_as_the_runtimes_gemm_and_asked_for_by_t
 
     import rooflab
     from rooflab.families import runtime_gemm
-    from rooflab.models import llm_run
+    from rooflab.models.llm import predict
 
     v = rooflab.get_variant(runtime_gemm.ORT_MATMUL)
     for shape in ({"M": 3, "N": 17, "K": 29, "bias": True}, {"M": 1, "N": 64, "K": 48, "bias": False}):
@@ -121,5 +123,5 @@ def test_onnxruntimes_matmul_is_verified_as_the_runtimes_gemm_and_asked_for_by_t
         assert np.allclose(v(*args, threads=1), v.reference(*args), rtol=1e-5, atol=1e-6)
     A, B, bias = v.inputs({"M": 2, "N": 8, "K": 16, "bias": True}, seed=6)
     assert not np.allclose(v(A, B, None, threads=1), v.reference(A, B, bias))  # a dropped bias shows
-    assert llm_run.runtime_kernels("onnxruntime") == {"gemm": runtime_gemm.ORT_MATMUL}
-    assert llm_run.runtime_kernels(None) is None
+    assert predict.runtime_kernels("onnxruntime") == {"gemm": runtime_gemm.ORT_MATMUL}
+    assert predict.runtime_kernels(None) is None

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from rooflab import cli
-from rooflab.models import llm, llm_grid
+from rooflab.models import llm
+from rooflab.models.llm import grid as llm_grid
 from tests.test_plots import synthetic
 
 

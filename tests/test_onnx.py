@@ -282,7 +282,7 @@ def test_llama_rmsnorm_and_rope_patterns_are_one_op_each():
     (Slice, Slice, Neg, Concat, Mul cos, Mul sin, Add) map to one rmsnorm and one rope op, with the
     shapes of rooflab.models.llm's ops; a RMSNorm without its weight Mul is not one."""
     from rooflab.models.export import _Graph
-    from rooflab.models.export_llm import _rms, _rope
+    from rooflab.models.llm.export import _rms, _rope
 
     g = _Graph()
     x = g.input("x", [1, 4, 6, 64])  # batch, heads, tokens, head_dim

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from rooflab.families import latency
-from rooflab.models import llm_run, place
+from rooflab.models import place
+from rooflab.models.llm import predict
 from tests.test_plots import synthetic
 
 
@@ -50,9 +51,9 @@ def test_the_llm_check_takes_the_floor_at_its_own_threads():
     recs = [_rec("cpu.latency.torch_aten", 1, 2900.0), _rec("cpu.latency.torch_aten", 2, 3300.0)]
     doc["ceilings"] += latency.dispatch_ceilings(recs)
     roofs = place.Roofs(doc, 2)
-    assert llm_run.runtime_call_floor(roofs, "torch aten call", 2)["value"] == 3300.0
-    assert llm_run.runtime_call_floor(roofs, "torch aten call", 1)["value"] == 2900.0
-    assert llm_run.runtime_call_floor(roofs, "onnxruntime node", 2) is None
+    assert predict.runtime_call_floor(roofs, "torch aten call", 2)["value"] == 3300.0
+    assert predict.runtime_call_floor(roofs, "torch aten call", 1)["value"] == 2900.0
+    assert predict.runtime_call_floor(roofs, "onnxruntime node", 2) is None
 
 
 def test_the_torch_call_verifies_and_times_where_torch_is_installed():
@@ -85,7 +86,7 @@ def test_onnxruntime_per_node_is_the_chains_slope_and_per_run_its_intercept():
 
 
 def test_a_runtime_overhead_is_calls_times_the_floor_said_so():
-    from rooflab.models.llm_ort import overhead
+    from rooflab.models.runtimes.ort_llm import overhead
 
     node = {"name": "dispatch: onnxruntime node, 1 thread", "value": 1500.0}
     run = {"name": "dispatch: onnxruntime run, 1 thread", "value": 6500.0}

@@ -26,14 +26,14 @@ def add_parser(sub) -> None:
 
 
 def main(args) -> int:
-    from ..models import export_llm
     from ..models.export import ALIASES, EXPORTS, export
+    from ..models.llm import export as llm_export
 
     catalog_name = ALIASES.get(str(args.model).lower(), str(args.model).lower())
     # an LLM config (bundled name or config.json); the catalog's networks first (gpt2 = gpt2-decode)
-    is_llm = catalog_name not in EXPORTS and export_llm.exportable(args.model)
+    is_llm = catalog_name not in EXPORTS and llm_export.exportable(args.model)
     if is_llm:
-        export = export_llm.export
+        export = llm_export.export
     if args.quantize:
         from ..models.export_quant import export_quantized
 

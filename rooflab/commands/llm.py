@@ -2,8 +2,9 @@
 decode executed at its real shape (or predicted where it cannot run) and placed on the measured
 roofs: TTFT, time per token, tokens/s, MBU, MFU, decode curves against batch and context; with
 --runtime, the same model built in onnxruntime or torch and timed beside the prediction (--grid:
-over a grid of cells). The library half lives in rooflab/models/ (llm.py: config and ops;
-llm_run.py: measuring, prediction, report lines; llm_grid.py, llm_ort.py, llm_torch.py).
+over a grid of cells). The library half lives in rooflab/models/llm/ (__init__.py: config and ops;
+predict.py: measuring, prediction, report lines; grid.py) and rooflab/models/runtimes/ (ort_llm.py,
+torch_llm.py: the runtime checks).
 """
 
 from __future__ import annotations
@@ -59,11 +60,11 @@ def add_parser(sub) -> None:
 
 def main(args) -> int:
     from ..command_setup import check_device, from_args
-    from ..models import llm_run
+    from ..models.llm import predict
 
     arch = _load(args.config)
     device = check_device(args.device)
-    inp = llm_run.check_inputs(arch, prompt=args.prompt, context=args.context, batch=args.batch, dtype=args.dtype,
+    inp = predict.check_inputs(arch, prompt=args.prompt, context=args.context, batch=args.batch, dtype=args.dtype,
                                weights=args.weights, device=device)  # fmt: skip
     runtime = (args.runtime or "").lower() or None
     if runtime not in (None, "onnxruntime", "ort", "torch"):
@@ -107,7 +108,7 @@ def _grid_of(name: str | None, runtime: str | None, arch, inp) -> dict | None:
     """--grid's cells; its own mistakes are said before the runtime is looked for."""
     if not name:
         return None
-    from ..models import llm_grid
+    from ..models.llm import grid as llm_grid
 
     grid = llm_grid.grid_of(name)
     if not runtime:
@@ -119,18 +120,18 @@ def _grid_of(name: str | None, runtime: str | None, arch, inp) -> dict | None:
 def _check_runtime(runtime: str | None, arch, inp, device: str, no_measure: bool) -> None:
     """The runtime can build this model and its check can run (batch 1, measured, on its device)."""
     if runtime == "torch":
-        from ..models import llm_torch
+        from ..models.runtimes import torch_llm
 
-        llm_torch.check(arch, device, inp["dtype"])
+        torch_llm.check(arch, device, inp["dtype"])
         if inp["weights"]:
             raise RooflabError("--runtime torch builds the fp32 model", "use --runtime onnxruntime with --weights")
         if no_measure or 1 not in inp["batches"]:
             raise RooflabError("--runtime torch compares measured predictions at batch 1",
                                "drop --no-measure, include batch 1")  # fmt: skip
     elif runtime:
-        from ..models import export_llm
+        from ..models.llm import export as llm_export
 
-        export_llm.check(arch, 1, inp["prompt"], None)
+        llm_export.check(arch, 1, inp["prompt"], None)
         if no_measure or 1 not in inp["batches"] or device != "cpu":
             raise RooflabError("--runtime onnxruntime compares measured predictions at batch 1 on the CPU",
                                "drop --no-measure, include batch 1, use --device cpu")  # fmt: skip
@@ -138,7 +139,7 @@ def _check_runtime(runtime: str | None, arch, inp, device: str, no_measure: bool
 
 def _summary_head(arch, inp) -> dict:
     from ..models import llm
-    from ..models.llm_run import weights_label
+    from ..models.llm.predict import weights_label
 
     return {
         "config": arch.name, "arch": llm.describe(arch), "params": llm.param_counts(arch),
@@ -150,7 +151,7 @@ def _summary_head(arch, inp) -> dict:
 def _counts_only(arch, inp, summary: dict, as_json: bool) -> int:
     """--no-measure without ceilings here: parameter counts, FLOPs and bytes per phase."""
     from ..models import llm
-    from ..models.llm_run import lines
+    from ..models.llm.predict import lines
 
     w, dtype = inp["weights"], inp["dtype"]
     summary["dtype_executed"] = dtype
@@ -165,35 +166,36 @@ def _counts_only(arch, inp, summary: dict, as_json: bool) -> int:
 def _measure(arch, args, inp, runtime, summary, setup, ceil, src):
     """Every distinct op of every phase set measured (or predicted) on the roofs and assembled into
     the summary's rows and curves; returns the roofs and the measurements."""
-    from ..models import llm_run, measure, place
+    from ..models import measure, place
+    from ..models.llm import predict
 
     device = setup.device
     roofs = place.Roofs(ceil, setup.threads if device == "cpu" else 0, device)
     if roofs.note:  # the ops (and the runtime check) then run at the roofs' threads: place.run_threads
         print(f"note: {roofs.note}", file=sys.stderr)
     threads = place.run_threads(roofs, setup.threads)
-    sets = llm_run.op_sets(arch, inp)
+    sets = predict.op_sets(arch, inp)
     measured = _measure_sets(sets, roofs, threads, args, runtime, setup.machine, f"llm {arch.name}", device,
                              execute=not args.no_measure)  # fmt: skip
     summary.update(
         executed=not args.no_measure,
         dtype_executed=measure.executed_dtype(inp["dtype"], device, "gemm"),  # the GEMMs'; dtype_note says the rest
-        dtype_note=llm_run.dtype_note(inp["dtype"], device),
+        dtype_note=predict.dtype_note(inp["dtype"], device),
         threads=threads if device == "cpu" else roofs.threads,  # what the ops and the runtime run at
         roofs_threads=roofs.threads,
         device=device,
         ceilings_source=src,
     )
-    summary["rows"] = llm_run.assemble(sets, measured, roofs, setup.machine, device, inp["dtype"])
-    llm_run.state_experts(arch, summary)
-    summary["curves"] = llm_run.curves(
+    summary["rows"] = predict.assemble(sets, measured, roofs, setup.machine, device, inp["dtype"])
+    predict.state_experts(arch, summary)
+    summary["curves"] = predict.curves(
         arch, roofs, inp["dtype"], inp["batches"][0], inp["contexts"][0], inp["prompt"], inp["weights"]
     )
     return roofs, measured
 
 
 def _measure_sets(sets, roofs, threads, args, runtime, machine, title, device, execute=True) -> dict:
-    from ..models import llm_run
+    from ..models.llm import predict
 
     progress = None
     if not args.json:  # minutes at a large model or a full grid's larger cells: say which op runs
@@ -202,10 +204,10 @@ def _measure_sets(sets, roofs, threads, args, runtime, machine, title, device, e
         progress = RichProgress(title)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        measured = llm_run.measure_distinct(
+        measured = predict.measure_distinct(
             [o for s in sets for o in s["ops"]], roofs, device=device, threads=threads, quick=args.quick,
             machine=machine, own=not args.no_own, execute=execute, progress=progress,
-            runtime=llm_run.runtime_kernels(runtime),
+            runtime=predict.runtime_kernels(runtime),
         )  # fmt: skip
     if progress:
         progress.close()
@@ -225,22 +227,25 @@ def _runtime_check(arch, args, inp, runtime, summary, roofs, machine) -> None:
 def _runtime_compare(arch, args, inp, runtime, roofs, machine, T, cold: bool):
     """The runtime's module and the keywords its `compare` takes: the call floors measured among the
     ceilings (and onnxruntime's KV-cache copy, which its graph makes every step)."""
-    from ..models import llm_ort, llm_run, llm_torch
+    from ..models.llm import predict
+    from ..models.runtimes import ort_llm, torch_llm
 
     if runtime == "torch":
-        floor = llm_run.runtime_call_floor(roofs, "torch aten call", T)
-        return llm_torch, {"device": roofs.device, "dtype": inp["dtype"], "call_floor": floor}
+        floor = predict.runtime_call_floor(roofs, "torch aten call", T)
+        return torch_llm, {"device": roofs.device, "dtype": inp["dtype"], "call_floor": floor}
 
     def copy_s(context, batch=1):
-        return llm_run.graph_kv_copy_s(arch, context, T, roofs, machine, args.quick, cold, batch)
+        return predict.graph_kv_copy_s(arch, context, T, roofs, machine, args.quick, cold, batch)
 
-    floors = {k: llm_run.runtime_call_floor(roofs, f"onnxruntime {k}", T) for k in ("node", "run")}
-    return llm_ort, {"weights": inp["weights"], "graph_kv_copy": copy_s, "call_floors": floors}
+    floors = {k: predict.runtime_call_floor(roofs, f"onnxruntime {k}", T) for k in ("node", "run")}
+    return ort_llm, {"weights": inp["weights"], "graph_kv_copy": copy_s, "call_floors": floors}
 
 
 def _run_grid(arch, args, inp, runtime, grid, summary, setup, ceil, src) -> int:
     """`--grid`: the runtime check over the grid's cells (llm_grid), the result file, the table."""
-    from ..models import llm_grid, llm_run, measure
+    from ..models import measure
+    from ..models.llm import grid as llm_grid
+    from ..models.llm import predict
 
     runs = 3 if args.quick else 5
     kept: dict = {}
@@ -249,7 +254,7 @@ def _run_grid(arch, args, inp, runtime, grid, summary, setup, ceil, src) -> int:
         kept["measured"] = _measure_sets(sets, roofs, T, args, runtime, setup.machine,
                                          f"llm {arch.name} grid, {T} thread(s)", "cpu")  # fmt: skip
         kept["roofs"] = roofs
-        return llm_run.assemble(sets, kept["measured"], roofs, setup.machine, "cpu", inp["dtype"])
+        return predict.assemble(sets, kept["measured"], roofs, setup.machine, "cpu", inp["dtype"])
 
     def compare(rows, T, roofs, B, S, L, phases):
         cold = next(r for r in rows if r["phase"] == "decode" and r["batch"] == B)["weights_cold"]
@@ -261,12 +266,12 @@ def _run_grid(arch, args, inp, runtime, grid, summary, setup, ceil, src) -> int:
     roofs = kept["roofs"]
     summary.update(
         executed=True, dtype_executed=measure.executed_dtype(inp["dtype"], "cpu", "gemm"),
-        dtype_note=llm_run.dtype_note(inp["dtype"], "cpu"), threads=roofs.threads, roofs_threads=roofs.threads,
+        dtype_note=predict.dtype_note(inp["dtype"], "cpu"), threads=roofs.threads, roofs_threads=roofs.threads,
         device="cpu", ceilings_source=src, rows=g.pop("rows"), grid=g,
         batches=list(grid["batches"]), contexts=list(grid["contexts"]), prompt=grid["prompts"][0],
     )  # fmt: skip
-    llm_run.state_experts(arch, summary)
-    summary["curves"] = llm_run.curves(arch, roofs, inp["dtype"], grid["batches"][0], grid["contexts"][0],
+    predict.state_experts(arch, summary)
+    summary["curves"] = predict.curves(arch, roofs, inp["dtype"], grid["batches"][0], grid["contexts"][0],
                                        grid["prompts"][0], inp["weights"])  # fmt: skip
     files = _write_outputs(summary, kept["measured"], ceil, src, setup, args)
     _print(summary, files, args.json, llm_grid.lines(g))
@@ -275,7 +280,7 @@ def _run_grid(arch, args, inp, runtime, grid, summary, setup, ceil, src) -> int:
 
 def _write_outputs(summary, measured, ceil, src, setup, args) -> list[Path]:
     """The result file (every op measured, the summary), its roofline, the decode and grid charts."""
-    from ..models.measure import use_ceilings
+    from ..models.result import use_ceilings
     from ..results import ResultWriter, require_writable
 
     require_writable(setup.out)
@@ -304,7 +309,7 @@ def _write_outputs(summary, measured, ceil, src, setup, args) -> list[Path]:
 
 
 def _print(summary: dict, files: list[Path], as_json: bool, extra: list[str] = ()) -> None:
-    from ..models.llm_run import lines
+    from ..models.llm.predict import lines
 
     if as_json:
         slim = dict(summary, rows=[{k: v for k, v in r.items() if k != "ops"} for r in summary["rows"]])

@@ -2,7 +2,7 @@
 nodes, timed on the device asked for (--device cuda runs them on the GPU, --gpu picks it) and placed
 on that device's ceilings: a result file, a table (.ops.csv, .ops.md), a roofline with the ops and
 one summary line. Under --runtime onnxruntime the runtime's own per-node times are placed instead
-(rooflab/models/runtime.py), beside rooflab's re-execution of each node's ops.
+(rooflab/models/runtimes/placement.py), beside rooflab's re-execution of each node's ops.
 """
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ def _runtime(args) -> str | None:
 def _place_ops(ops_list, unsupported, setup, source: str) -> int:
     """The ops (of an OPS.json or an ONNX graph) run by rooflab and placed: OPS.json and MODEL.onnx alike."""
     from ..models import place
-    from ..models.measure import measure_ops, model_summary, roofs_for, use_ceilings
+    from ..models.measure import measure_ops
+    from ..models.result import model_summary, roofs_for, use_ceilings
     from ..progress import RichProgress
 
     device = setup.device
@@ -116,7 +117,7 @@ def _writer(setup, source: str):
 
 
 def _device_name(setup) -> str:
-    from ..models.measure import device_name
+    from ..models.result import device_name
 
     return device_name(setup.machine, setup.device)
 
@@ -125,7 +126,7 @@ def _print_outcome(writer, placed: list[dict], s: dict) -> None:
     """The tables and the roofline beside the result, the ops' table, the summary line, the errors."""
     from ..charts import roofline
     from ..models import place
-    from ..models.measure import warn_above_roof, write_tables
+    from ..models.result import warn_above_roof, write_tables
 
     files = write_tables(writer, placed, [s])
     files += roofline.roofline(writer.data, Path(str(writer.path)[:-5] + ".roofline"), ops=placed)
@@ -142,16 +143,16 @@ def _print_outcome(writer, placed: list[dict], s: dict) -> None:
 
 def _place_runtime(path: Path, args) -> int:
     from ..command_setup import from_args
-    from ..models import runtime, runtime_ort
+    from ..models.runtimes import ort_graph, placement
 
     if path.suffix.lower() != ".onnx":
         raise RooflabError(
             f"--runtime {args.runtime} runs an ONNX model, not {path.name}",
             "give a MODEL.onnx (`rooflab export MODEL -o MODEL.onnx` writes one)",
         )
-    runtime_ort.import_ort()
-    batch = runtime.check_batch(args.batch)
-    model = runtime_ort.load_model(path)
+    ort_graph.import_ort()
+    batch = placement.check_batch(args.batch)
+    model = ort_graph.load_model(path)
     dims = {}
     for d in args.dim:
         name, _, size = d.partition("=")
@@ -160,10 +161,10 @@ def _place_runtime(path: Path, args) -> int:
         dims[name] = int(size)
     if args.runs is not None and args.runs < 1:
         raise RooflabError(f"--runs must be at least 1, got {args.runs}")
-    runtime_ort.input_shapes(model, batch, dims)  # a fixed batch that disagrees, a dynamic dim not given
-    ready = runtime.prepare(from_args(args))
+    ort_graph.input_shapes(model, batch, dims)  # a fixed batch that disagrees, a dynamic dim not given
+    ready = placement.prepare(from_args(args))
     print(f"running {path.name} in onnxruntime ({ready['threads']} threads) ...", file=sys.stderr)
-    profile = runtime_ort.profile_onnx(
+    profile = ort_graph.profile_onnx(
         path,
         threads=ready["threads"],
         device=ready["device"],
@@ -173,5 +174,5 @@ def _place_runtime(path: Path, args) -> int:
         runs=args.runs,
         model=model,
     )
-    runtime.place_profile(profile, str(path), ready, own=not args.no_own)
+    placement.place_profile(profile, str(path), ready, own=not args.no_own)
     return 0

@@ -203,9 +203,9 @@ def _measure_suite(suite, setup, driver, writer, progress, args, max_ws):
 
         suite_cuda.run(writer, quick=quick, progress=progress, budget_s=args.budget)
     elif suite == "models":
-        from ..models import measure
+        from ..models import suite as models_suite
 
-        measure.run_suite(writer, setup, progress, model=args.model, batch=args.batch, seq=args.seq)
+        models_suite.run_suite(writer, setup, progress, model=args.model, batch=args.batch, seq=args.seq)
     else:
         _measure_family(suite, setup, driver, writer, progress)
 

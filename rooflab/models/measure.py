@@ -8,7 +8,7 @@ back to back, what a steady-state inference loop sees: placed against the roof o
 working set fits in) and cold (a buffer larger than the last-level cache is read before each
 sample: placed against DRAM/HBM; or, for ops that stream weights in a chain as an LLM's decode does,
 a rotation over distinct copies of the streamed operand (weights, KV cache), >= 4x the LLC in all, one call per copy and no
-flush: rooflab.models.llm_run). One bad op (unknown kind, too large, wrong result) is reported
+flush: rooflab.models.llm.predict). One bad op (unknown kind, too large, wrong result) is reported
 and the others go on. An op of the same kind, dtype and shape as one measured before (a
 transformer's repeated layers: an imported BERT's 12 identical layers are timed once) reuses that
 measurement under its own name, with ``measured_as`` naming the op that was timed.
@@ -17,9 +17,6 @@ measurement under its own name, with ``measured_as`` naming the op that was time
 from __future__ import annotations
 
 import json
-import sys
-import time
-from pathlib import Path
 
 import numpy as np
 
@@ -28,7 +25,7 @@ from ..errors import RooflabError
 from ..flush import flusher
 from ..memory import fmt_bytes, require_fits
 from ..registry import list_variants
-from ..workloads import catalog, ops
+from ..workloads import ops
 from . import place
 
 
@@ -286,91 +283,3 @@ def measure_ops(
         if writer:
             writer.save()
     return placed, errors
-
-
-def roofs_for(writer, ceil: dict, threads: int, device: str) -> place.Roofs:
-    """The roofs ops are placed on; when those of ``threads`` cannot be true and another thread
-    count's are used, the one-line note is printed and kept in the result's notes."""
-    roofs = place.Roofs(ceil, threads, device)
-    if roofs.note:
-        print(f"note: {roofs.note}")
-        writer.data.setdefault("notes", []).append(roofs.note)
-    return roofs
-
-
-def warn_above_roof(writer, placed: list[dict], name: str = "name") -> None:
-    line = place.above_roof_warning(placed, name)
-    if line:
-        print(line, file=sys.stderr)
-        writer.data.setdefault("notes", []).append(line.removeprefix("warning: "))
-        writer.save()
-
-
-def use_ceilings(writer, ceil: dict, src: str) -> None:
-    writer.data.update(ceilings=ceil["ceilings"], ceilings_source=src, classification_rule=place.RULE)
-    for part in ("cpu", "gpu"):
-        if ceil["machine"].get(part):
-            writer.data["machine"].setdefault(part, {})
-            writer.data["machine"][part]["theoretical"] = ceil["machine"][part].get("theoretical", {})
-    writer.data["machine"]["gpu"] = ceil["machine"].get("gpu") or writer.data["machine"].get("gpu")
-
-
-def device_name(machine: dict, device: str) -> str:
-    return machine["gpu"]["name"] if device == "cuda" and machine.get("gpu") else machine["cpu"]["model"]
-
-
-def write_tables(writer, placed, summaries):
-    stem = str(writer.path)[:-5]
-    Path(stem + ".ops.csv").write_text(place.to_csv(placed))
-    md = ["# Model ops placed on the measured roofline", "", f"Rule: {place.RULE}", ""]
-    for s in summaries:
-        md += [f"- {s['line']}"]
-    md += ["", place.to_markdown(placed)]
-    Path(stem + ".ops.md").write_text("\n".join(md))
-    return [Path(stem + ".ops.csv"), Path(stem + ".ops.md")]
-
-
-def model_summary(name: str, placed: list[dict], errors: list[dict], device_name: str) -> dict:
-    framework = [p for p in placed if not p["own_kernel"]]
-    s = place.summarize_model(framework) if framework else {"total_time_s": 0.0, "share_pct": {}, "ops": 0}
-    s.setdefault("achieved_gflops", 0.0)
-    s["model"] = name
-    s["not_placed"] = sorted({e["op"] for e in errors})
-    s["line"] = place.summary_line(name, device_name, s, s["not_placed"])
-    return s
-
-
-def run_suite(writer, setup, progress, *, model=None, batch=None, seq=None) -> None:
-    """`rooflab run --suite models`: the catalog's networks (or ``model``), each op measured and
-    placed on the setup's ceilings, a summary line per model and the tables beside the result."""
-    device, threads, quick = setup.device, setup.threads, setup.quick
-    ceil, src = setup.find_ceilings()
-    use_ceilings(writer, ceil, src)
-    groups = [
-        (name, catalog.distinct(catalog.model_ops(name, **kw))) for name, kw in catalog.suite_for(model, batch, seq)
-    ]
-    progress.start(sum(len(o) for _, o in groups))
-    roofs = roofs_for(writer, ceil, threads if device == "cpu" else 0, device)
-    threads = place.run_threads(roofs, threads)
-    all_placed, summaries = [], []
-    for name, ops_list in groups:
-        t0 = time.monotonic()
-        placed, errors = measure_ops(
-            ops_list, roofs, device=device, threads=threads, quick=quick, machine=writer.data["machine"],
-            writer=writer, progress=progress,
-        )  # fmt: skip
-        s = model_summary(
-            placed[0]["model"] if placed else name, placed, errors, device_name(writer.data["machine"], device)
-        )
-        s["placement_seconds"] = time.monotonic() - t0
-        summaries.append(s)
-        all_placed += placed
-        writer.data["model_summaries"] = summaries
-        writer.save()
-    files = write_tables(writer, all_placed, summaries)
-    for s in summaries:
-        print(s["line"])
-    warn_above_roof(writer, all_placed)
-    for f in files:
-        print(f"table:  {f}")
-    progress.done(None)

@@ -22,9 +22,9 @@ from __future__ import annotations
 import math
 import time
 
-from ..errors import RooflabError
-from ..workloads import ops as opsmod
-from .runtime import median, parts_work
+from ...errors import RooflabError
+from ...workloads import ops as opsmod
+from .placement import median, parts_work
 
 MODULE = "rooflab.module: "
 RUN = "rooflab.run"
@@ -262,7 +262,7 @@ def profile_torch(model, example_inputs, *, threads: int, quick: bool = False, r
     except RooflabError:
         raise
     except Exception as e:
-        from ..errors import first_line
+        from ...errors import first_line
 
         raise RooflabError(f"the model failed under torch: {first_line(e)}") from None
     finally:
@@ -323,9 +323,9 @@ def place_torch(
     rooflab's own re-execution of the same ops. Writes the result like `rooflab place --runtime`
     and returns its summary (``line``, ``share_pct``, ``most_time_above_roof``, ``result`` ...)."""
     import_torch()
-    from ..command_setup import setup
-    from ..results import RUNS_DIR
-    from .runtime import place_profile, prepare
+    from ...command_setup import setup
+    from ...results import RUNS_DIR
+    from .placement import place_profile, prepare
 
     ready = prepare(setup("cpu", threads=threads, out=out or RUNS_DIR, ceilings=ceilings, quick=quick))
     profile = profile_torch(model, example_inputs, threads=ready["threads"], quick=quick, runs=runs)

@@ -1,5 +1,5 @@
 """A real runtime's measured per-node times placed on the measured roofline (shared by onnxruntime
-and the PyTorch profiler: runtime_ort.py, runtime_torch.py).
+and the PyTorch profiler: runtimes/ort_graph.py, runtimes/torch_module.py).
 
 A runtime fuses ops, picks its own kernels and pays its own dispatch cost. Its profile gives one
 time per node it ran (median over the measured runs, warm-up runs dropped); each node is mapped to
@@ -27,9 +27,9 @@ import io
 import statistics
 from pathlib import Path
 
-from ..errors import RooflabError
-from ..workloads import catalog, ops
-from . import place
+from ...errors import RooflabError
+from ...workloads import catalog, ops
+from .. import place
 
 LISTED = "no formula"
 SUM_TOLERANCE = 0.15  # the per-node sum should be within 15 % of the end-to-end time
@@ -95,7 +95,7 @@ def _op_key(op: dict) -> tuple:
 def own_times(rows, roofs, *, device, threads, quick, machine, progress=None) -> list[dict]:
     """rooflab's re-execution (variant 0: numpy/BLAS) of every distinct part, summed per row into
     ``rooflab_s``; returns the measured records (the second point set of the roofline)."""
-    from .measure import measure_ops
+    from ..measure import measure_ops
 
     parts = [p for r in rows for p in r.get("parts", [])]
     distinct = catalog.distinct([dict(p, count=1) for p in parts])
@@ -275,7 +275,7 @@ def record_row(r: dict) -> dict:
 def prepare(setup) -> dict:
     """Everything a runtime placement needs that can fail on the user's input, checked before the
     model runs (the setup checked threads, the output folder and the device; here the ceilings)."""
-    from . import place
+    from .. import place
 
     ceil, src = setup.find_ceilings()
     device = setup.device
@@ -290,10 +290,10 @@ def place_profile(profile: dict, source: str, ready: dict, own: bool = True) -> 
     rooflab's own times, result file, table, plot and the summary line. Returns the summary (with
     ``result``: the result file, ``outputs``: the table and plot files); ``own``: rooflab re-runs
     each node's ops too."""
-    from ..charts import roofline
-    from ..progress import RichProgress
-    from ..results import ResultWriter
-    from .measure import device_name, roofs_for, use_ceilings, warn_above_roof
+    from ...charts import roofline
+    from ...progress import RichProgress
+    from ...results import ResultWriter
+    from ..result import device_name, roofs_for, use_ceilings, warn_above_roof
 
     device, desc = ready["device"], ready["machine"]
     ceil, src, out, quick = ready["ceilings"], ready["ceilings_source"], ready["out"], ready["quick"]

@@ -1,4 +1,4 @@
-"""The runtime check of `rooflab llm`: the same architecture exported to ONNX (export_llm, random
+"""The runtime check of `rooflab llm`: the same architecture exported to ONNX (llm.export, random
 weights) and run in onnxruntime on this machine, measured against rooflab's per-op prediction.
 
 Checked first: the exported graph is verified end to end before it is timed (a decode step fed the
@@ -19,10 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import ort_session
-from ..errors import RooflabError
-from ..timing import timed_runs
-from . import export_llm, llm
+from ... import ort_session
+from ...errors import RooflabError
+from ...timing import timed_runs
+from .. import llm
+from ..llm import export as llm_export
 
 
 def _ort():
@@ -48,9 +49,9 @@ def feeds(sess, seed: int = 0) -> dict:
 def verify(config, tmp: Path, prompt: int = 5) -> float:
     """Largest relative difference between decode-after-prefill and the longer prefill's logits."""
     arch = llm.arch_of(config)
-    a = export_llm.export(config, tmp / "p.onnx", seq=prompt)
-    b = export_llm.export(config, tmp / "p1.onnx", seq=prompt + 1)
-    c = export_llm.export(config, tmp / "d.onnx", cache=prompt + 1)
+    a = llm_export.export(config, tmp / "p.onnx", seq=prompt)
+    b = llm_export.export(config, tmp / "p1.onnx", seq=prompt + 1)
+    c = llm_export.export(config, tmp / "d.onnx", cache=prompt + 1)
     ids = np.random.default_rng(3).integers(0, arch.vocab, (1, prompt + 1)).astype(np.int64)
     sa, sb, sc = session(a, 1), session(b, 1), session(c, 1)
     out_a = sa.run(None, {"input_ids": ids[:, :prompt]})
@@ -165,7 +166,7 @@ def quantize(path: Path, bits: int) -> Path:
         raise RooflabError(
             f"onnxruntime's MatMulNBits quantizer cannot be imported ({e})", "pip install 'rooflab[onnx]'"
         ) from None
-    from ..workloads.ops import QUANT_BLOCK
+    from ...workloads.ops import QUANT_BLOCK
 
     logging.getLogger("onnxruntime.quantization").setLevel(logging.WARNING)
     cfg = DefaultWeightOnlyQuantConfig(block_size=QUANT_BLOCK, is_symmetric=True, accuracy_level=0, bits=bits)
@@ -183,14 +184,14 @@ def compare(
     graph_kv_copy=None, call_floors: dict | None = None, batch: int = 1, phases: tuple = ("prefill", "decode"),
 ) -> dict:  # fmt: skip
     """Export prefill (``prompt`` tokens) and decode (KV ``context``) at ``batch``, verify, time in
-    onnxruntime, and put each beside rooflab's prediction (``rows`` of llm_run.assemble).
+    onnxruntime, and put each beside rooflab's prediction (``rows`` of llm.predict.assemble).
     ``weights`` (4, 8): the fp32 graph verified, then its MatMul weights quantized (``quantize``).
-    ``graph_kv_copy(context)``: seconds of the decode graph's KV Concats (llm_run.graph_kv_copy_s),
+    ``graph_kv_copy(context)``: seconds of the decode graph's KV Concats (llm.predict.graph_kv_copy_s),
     which the graph runs where rooflab's decode appends in place: the decode prediction checked is
     the graph's (the in-place one kept beside it). ``call_floors``: the ceilings' onnxruntime floors
-    ({"node", "run"}, llm_run.runtime_call_floor): the prediction adds them per node the run executed."""
+    ({"node", "run"}, llm.predict.runtime_call_floor): the prediction adds them per node the run executed."""
     arch = llm.arch_of(config)
-    export_llm.check(arch, batch, prompt, None)
+    llm_export.check(arch, batch, prompt, None)
     out = {"config": arch.name, "threads": threads, "runtime": "onnxruntime " + _ort().__version__}
     if weights:
         out["weights"] = f"int{weights} MatMulNBits (onnxruntime's quantizer, block 32, symmetric)"
@@ -202,7 +203,7 @@ def compare(
         for phase, kw in (("prefill", {"seq": prompt}), ("decode", {"cache": context})):
             if phase not in phases:
                 continue
-            path = export_llm.export(config, tmp / f"{phase}.onnx", batch=batch, **kw)
+            path = llm_export.export(config, tmp / f"{phase}.onnx", batch=batch, **kw)
             if weights:
                 path = quantize(path, weights)
             m = timed(path, threads, runs)
@@ -252,7 +253,7 @@ def compare(
 
 
 def lines(c: dict) -> list[str]:
-    """The check's summary lines; a torch check (llm_torch) carries its own name and per-op key."""
+    """The check's summary lines; a torch check (runtimes.torch_llm) carries its own name and per-op key."""
     name = c.get("check_name", "onnxruntime")
     what = "model" if name == "torch" else "graph"
     weights = f", {c['weights']}" if c.get("weights") else ""

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import sys
 
-from ..errors import RooflabError
-from ..flush import flusher, llc_bytes
-from ..memory import available_bytes, fmt_bytes
-from ..workloads.ops import ITEMSIZE, QGEMM, flops, min_bytes, normalize, output_bytes, weight_bytes
-from . import llm, measure, place
+from ...errors import RooflabError
+from ...flush import flusher, llc_bytes
+from ...memory import available_bytes, fmt_bytes
+from ...workloads.ops import ITEMSIZE, QGEMM, flops, min_bytes, normalize, output_bytes, weight_bytes
+from .. import llm, measure, place
 
 
 def _ints(text, what: str) -> list[int]:
@@ -81,7 +81,7 @@ def _memory_total(device: str) -> int | None:
             return cupy.cuda.runtime.memGetInfo()[1]
         except Exception:  # noqa: BLE001 - no GPU: the device check refuses later
             return None
-    from ..memory import meminfo
+    from ...memory import meminfo
 
     return meminfo("MemTotal")
 
@@ -90,7 +90,7 @@ def _key(op: dict) -> tuple:
     return (op["kind"], op["dtype"], tuple(sorted(op["shape"].items())))
 
 
-def predict(op: dict, roofs: place.Roofs, cold: bool, dtype: str | None = None) -> dict:
+def roof_time(op: dict, roofs: place.Roofs, cold: bool, dtype: str | None = None) -> dict:
     """The roofs' time for ``op`` at the dtype it executes in here (at ``dtype``'s bytes when given):
     max(F/peak, B/BW, latency)."""
     o = dict(op, dtype=dtype or measure.executed_dtype(op["dtype"], roofs.device, op["kind"]))
@@ -153,8 +153,8 @@ def measure_distinct(ops_all, roofs, *, device, threads, quick, machine, own, ex
 
 def _runtime_record(name, op, roofs, device, threads, quick, machine, llc) -> dict | None:
     """A runtime's own kernel on ``op`` (verified, warm and cold as the library), None where it fails."""
-    from ..errors import RooflabError
-    from ..registry import get_variant
+    from ...errors import RooflabError
+    from ...registry import get_variant
 
     try:
         return measure.measure_one(
@@ -178,7 +178,7 @@ def dtype_note(requested: str, device: str) -> str | None:
     if gemm == other == requested:
         return None
     if gemm == requested:
-        from ..families import bgemm
+        from ...families import bgemm
 
         return (
             f"{requested} GEMMs on the {bgemm.unit()} unit (the bgemm family's rungs, torch's bf16 Linear as the "
@@ -189,7 +189,7 @@ def dtype_note(requested: str, device: str) -> str | None:
 
 def runtime_kernels(runtime: str | None) -> dict | None:
     """{op kind: variant} of the runtime's own kernels a runtime check times beside the others."""
-    from ..families import runtime_gemm
+    from ...families import runtime_gemm
 
     if runtime == "torch":
         return {"gemm": runtime_gemm.TORCH_LINEAR}
@@ -213,7 +213,7 @@ def dram_read(roofs) -> float:
 def _time(entry: dict, cold: bool, roofs) -> tuple[float, float, dict, bool]:
     """(library time, best time, the record placed, predicted?) for one use of an op."""
     if entry["library"] is None:
-        p = predict(entry["op"], roofs, cold)
+        p = roof_time(entry["op"], roofs, cold)
         return p["seconds"], p["seconds"], p, True
     recs = [r for r in (entry["library"], entry["own"]) if r is not None]
 
@@ -239,7 +239,7 @@ def stored_weight_bytes(ops_list, device: str) -> float:
 
 
 def graph_kv_copy_s(arch, context: int, threads: int, roofs, machine, quick: bool, cold: bool, batch: int = 1) -> float:
-    """Seconds of an exported decode graph's KV cache Concats (export_llm: present = Concat(past, new),
+    """Seconds of an exported decode graph's KV cache Concats (llm.export: present = Concat(past, new),
     2 per layer, each writing the whole cache of ``context`` positions, as ONNX exports without a
     shared KV buffer do), where rooflab's decode appends one position in place: rooflab's concat op
     measured at that size (cold, as the step streams its cache, where ``cold``)."""
@@ -283,8 +283,8 @@ def assemble(phase_sets, measured, roofs, machine, device, dtype_req) -> list[di
             tl, tb, rec, pred = _time(measured[_key(o)], cold, roofs)
             t_lib += tl * n
             t_best += tb * n
-            roof += predict(o, roofs, cold)["seconds"] * n
-            roof_req += predict(o, roofs, cold, dtype_req)["seconds"] * n
+            roof += roof_time(o, roofs, cold)["seconds"] * n
+            roof_req += roof_time(o, roofs, cold, dtype_req)["seconds"] * n
             by_cls[o["cls"]] = by_cls.get(o["cls"], 0.0) + tb * n
             by_bound[rec["class"]] = by_bound.get(rec["class"], 0.0) + tb * n
             if pred:
@@ -372,7 +372,7 @@ def op_sets(arch, inp) -> list[dict]:
 def weights_label(bits: int | None) -> str:
     if not bits:
         return "fp32"
-    from ..workloads.ops import QUANT_BLOCK
+    from ...workloads.ops import QUANT_BLOCK
 
     per = bits / 8 + 4 / QUANT_BLOCK
     return f"int{bits} (weight-only, block {QUANT_BLOCK}, fp32 scales: {per:g} B per weight; a tied LM head stays fp32)"
@@ -437,7 +437,7 @@ def lines(summary: dict) -> list[str]:
             f"{r['library_seconds'] * 1e3:.1f} ms); time: {shares}" + pred
         )
     if s.get("runtime_check"):
-        from .llm_ort import lines as ort_lines
+        from ..runtimes.ort_llm import lines as ort_lines
 
         out += ort_lines(s["runtime_check"])
     c = s.get("curves")

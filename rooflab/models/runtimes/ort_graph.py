@@ -40,10 +40,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import RooflabError, first_line
-from ..workloads import ops as opsmod
-from .onnx_import import ELEM_DTYPE
-from .runtime import median, parts_work
+from ...errors import RooflabError, first_line
+from ...workloads import ops as opsmod
+from ..onnx_import import ELEM_DTYPE
+from .placement import median, parts_work
 
 LAYOUT = ("ReorderInput", "ReorderOutput")
 SETTLE_S = 0.05  # a session's idle intra-op workers spin after a run: they would slow the other's
@@ -68,13 +68,13 @@ ITEMSIZE = {1: 4, 2: 1, 3: 1, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 16: 2}
 
 
 def import_ort():
-    from ..ort_session import import_ort
+    from ...ort_session import import_ort
 
     return import_ort("--runtime onnxruntime")
 
 
 def load_model(path):
-    from .onnx_import import _import_onnx
+    from ..onnx_import import _import_onnx
 
     onnx, _ = _import_onnx()
     path = Path(path)
@@ -176,8 +176,8 @@ class GraphIndex:
     """Producers, consumers, constants, tensor sizes and ops of the original graph."""
 
     def __init__(self, model):
-        from .onnx_import import inferred as infer
-        from .onnx_import import ops_from_model
+        from ..onnx_import import inferred as infer
+        from ..onnx_import import ops_from_model
 
         inferred = infer(model)  # the contrib ops' outputs too (QLinearGlobalAveragePool, MatMulNBits)
         g = inferred.graph
@@ -503,7 +503,7 @@ def _named(path, tmp, unnamed: bool) -> Path:
 
 
 def _session(ort, path, threads, providers, profile_dir=None, optimized=None):
-    from ..ort_session import options
+    from ...ort_session import options
 
     so = options(threads, profile_prefix=Path(profile_dir) / "ort-profile" if profile_dir else None)
     if optimized:

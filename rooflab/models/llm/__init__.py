@@ -1,6 +1,6 @@
 """Decoder LLMs from their Hugging Face config.json: every op of a prefill and of a decode step.
 
-A config (a file, or the name of one bundled in llm_configs/, written from the public model cards)
+A config (a file, or the name of one bundled in configs/, written from the public model cards)
 is read into an ``Arch``: widths, heads (GQA/MQA: num_key_value_heads; head_dim when given, as
 Gemma's 256 != 3072/16), the MLP (gated SwiGLU/GeGLU or plain, fused gate_up as Phi-3), the norm
 (RMSNorm or LayerNorm), biases (GPT-2/NeoX everywhere, Qwen2 on q/k/v only), fused QKV, rotary
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ..errors import RooflabError
-from ..workloads.ops import ITEMSIZE, normalize
+from ...errors import RooflabError
+from ...workloads.ops import ITEMSIZE, normalize
 
 BUNDLED = {
     "gpt2": "gpt2.json",
@@ -118,7 +118,7 @@ def load_config(source: str) -> tuple[dict, str]:
     """(config dict, name): a bundled name or a config.json path. Not JSON / not an object: refused."""
     key = ALIASES.get(str(source).lower(), str(source).lower())
     if key in BUNDLED:
-        text = resources.files("rooflab.models").joinpath("llm_configs", BUNDLED[key]).read_text()
+        text = resources.files("rooflab.models.llm").joinpath("configs", BUNDLED[key]).read_text()
         return json.loads(text), key
     path = Path(source)
     if not path.exists():
@@ -435,7 +435,7 @@ def fold(ops_list: list[dict]) -> list[dict]:
 def totals(ops_list: list[dict], itemsize: int | None = None) -> dict:
     """FLOPs and minimum bytes of a whole phase (each op x count x mult), at the ops' dtype or at
     ``itemsize`` bytes per element (int64 token ids excepted)."""
-    from ..workloads import ops as O
+    from ...workloads import ops as O
 
     F = B = W = WB = 0.0
     for o in ops_list:
@@ -458,7 +458,7 @@ def kv_cache_bytes(a: Arch, batch: int, context: int, itemsize: int) -> int:
 
 
 def dtype_name(d: str) -> str:
-    from ..workloads.ops import DTYPE_ALIASES
+    from ...workloads.ops import DTYPE_ALIASES
 
     name = DTYPE_ALIASES.get(d, d)
     if name not in ITEMSIZE or name == "int8":  # 8-bit weights: --weights int8

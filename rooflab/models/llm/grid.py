@@ -19,10 +19,10 @@ from __future__ import annotations
 import statistics
 import sys
 
-from ..errors import RooflabError
-from ..memory import available_bytes, fmt_bytes
-from ..workloads.ops import ITEMSIZE
-from . import llm, place
+from ...errors import RooflabError
+from ...memory import available_bytes, fmt_bytes
+from ...workloads.ops import ITEMSIZE
+from .. import llm, place
 
 GRIDS = {
     "small": {"batches": (1, 4), "prompts": (32,), "contexts": (128,), "threads": ("1",)},
@@ -65,13 +65,13 @@ def check_memory(arch: llm.Arch, grid: dict, dtype: str) -> None:
 
 
 def _threads(grid: dict) -> list[int]:
-    from ..threads import max_threads
+    from ...threads import max_threads
 
     return sorted({max_threads() if t == "all" else int(t) for t in grid["threads"]})
 
 
 def run(arch, grid: dict, *, runtime: str, dtype: str, weights, ceil, measure_sets, compare) -> dict:
-    """Every cell of ``grid``: ``measure_sets(sets, roofs, threads) -> rows`` (llm_run's measuring and
+    """Every cell of ``grid``: ``measure_sets(sets, roofs, threads) -> rows`` (llm.predict's measuring and
     assembling), ``compare(rows, threads, roofs, batch, prompt, context, phases) -> check`` (the
     runtime's). Returns {"cells", "mape", "worst", "rows" (the last thread count's)}."""
     cells, rows = [], []

@@ -12,7 +12,7 @@ def _esc(x) -> str:
 
 
 def _img(fig, alt: str) -> str:
-    from ..charts.style import inline_png
+    from ...charts.style import inline_png
 
     return inline_png(fig, alt)
 
@@ -21,7 +21,7 @@ def llm_section(d: dict) -> str:
     s = d.get("llm")
     if not s:
         return ""
-    from ..charts.llm import decode_figure
+    from ...charts.llm import decode_figure
 
     p = s["params"]
     head = (
@@ -68,7 +68,7 @@ def llm_section(d: dict) -> str:
     rt = s.get("runtime_check")
     check = ""
     if rt:
-        from .llm_ort import lines
+        from ..runtimes.ort_llm import lines
 
         check = (
             f"<h3>Against {_esc(rt.get('check_name', 'onnxruntime'))}</h3><pre>" + _esc("\n".join(lines(rt))) + "</pre>"

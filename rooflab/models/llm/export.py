@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import RooflabError
-from . import llm
-from .export import _POOL, _Graph
+from ...errors import RooflabError
+from .. import llm
+from ..export import _POOL, _Graph
 
 FAMILIES = ("llama", "mistral", "qwen2")
 

@@ -2,7 +2,7 @@
 the same architecture built by transformers' AutoModelForCausalLM.from_config (random weights,
 nothing downloaded), eval, fp32, under torch.no_grad, its KV cache transformers' DynamicCache, on
 the CPU (``threads`` intra-op threads) or on a CUDA device, measured against rooflab's per-op
-prediction and reported by llm_ort.lines like the onnxruntime check.
+prediction and reported by ort_llm.lines like the onnxruntime check.
 
 Checked first: decode after prefill (the prefill's cache fed back) gives the last logits of a
 prefill one token longer, to 1e-3 relative, so a cache fed wrong (K and V swapped, a position off)
@@ -27,11 +27,12 @@ import time
 import warnings
 from pathlib import Path
 
-from ..errors import RooflabError
-from ..memory import available_bytes, fmt_bytes
-from ..timing import timed_runs
-from . import llm, llm_ort
-from .llm_ort import predicted_by_kind
+from ...errors import RooflabError
+from ...memory import available_bytes, fmt_bytes
+from ...timing import timed_runs
+from .. import llm
+from . import ort_llm
+from .ort_llm import predicted_by_kind
 
 OUTSIDE = "(Python, modules: outside aten ops)"
 
@@ -43,7 +44,7 @@ def _unshadow_kernels() -> None:
     sys.path, once, so transformers finds it in sys.modules."""
     if "kernels" in sys.modules:
         return
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]  # the checkout: rooflab/models/runtimes/ lies 3 below it
     spec = importlib.util.find_spec("kernels")
     if spec is None or not spec.origin or Path(spec.origin).resolve() != root / "kernels" / "__init__.py":
         return
@@ -205,15 +206,15 @@ def profiled(run, sync) -> dict:
 
 
 def runtime_prediction(row: dict) -> tuple[float, int]:
-    """llm_ort.runtime_prediction with torch's kernels (the bgemm family's ``00-torch-bf16``)."""
-    return llm_ort.runtime_prediction(row, "torch")
+    """ort_llm.runtime_prediction with torch's kernels (the bgemm family's ``00-torch-bf16``)."""
+    return ort_llm.runtime_prediction(row, "torch")
 
 
 def compare(config, rows: list[dict], threads: int, prompt: int, context: int, runs: int = 10,
             device: str = "cpu", dtype: str = "float32", call_floor: dict | None = None, batch: int = 1,
             phases: tuple = ("prefill", "decode")) -> dict:  # fmt: skip
     """Build, verify, time prefill (``prompt`` tokens) and decode (context ``context``) at ``batch``,
-    and put each beside rooflab's prediction (``rows`` of llm_run.assemble). ``call_floor``: the
+    and put each beside rooflab's prediction (``rows`` of llm.predict.assemble). ``call_floor``: the
     ceilings' "dispatch: torch aten call" at these threads (ns per call); the prediction then adds
     that floor once per aten call the phase makes, counted by torch's own profile of it."""
     torch, transformers = modules()
@@ -240,7 +241,7 @@ def compare(config, rows: list[dict], threads: int, prompt: int, context: int, r
                 and (r.get("prompt") == prompt if phase == "prefill" else r.get("context") == context)
             )
             pred, torch_ops = runtime_prediction(row)
-            overhead, how = llm_ort.overhead(m["aten_calls"], {"node": call_floor})
+            overhead, how = ort_llm.overhead(m["aten_calls"], {"node": call_floor})
             pred += overhead
             out[phase] = {
                 "batch": batch,
