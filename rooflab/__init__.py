@@ -18,8 +18,8 @@ __version__ = "0.2.0"
 def place_torch(model, example_inputs, **kwargs) -> dict:
     """A PyTorch module's per-operator times (torch.profiler) placed on this machine's measured
     roofline beside rooflab's own re-execution (needs `pip install 'rooflab[torch]'`); keyword
-    arguments: out, ceilings, threads, quick, own, runs. See rooflab/models/runtimes/torch_module.py."""
-    from .models.runtimes.torch_module import place_torch as _place_torch
+    arguments: out, ceilings, threads, quick, own, runs. See rooflab/models/runtimes/pytorch.py."""
+    from .models.runtimes.pytorch import place_torch as _place_torch
 
     return _place_torch(model, example_inputs, **kwargs)
 

@@ -397,6 +397,47 @@ class Driver:
                 reasons.append(f"clock {when} {min(probe):.2f} GHz < {CLOCK_DROP:.0%} of {best:.2f} GHz")
         return {"stats": stats, "samples": list(seconds), "before": before, "after": after, "noise_reasons": reasons}
 
+    # ---- a runtime's whole step -------------------------------------------------------------------
+    def time_runs(
+        self, run, runs: int, *, threads: int = 1, warmup: int = 2, sync=None, after=None, block=None, between=None
+    ) -> dict:
+        """A runtime's whole step timed end to end (a session run, a model's forward, a decode step:
+        milliseconds, no repetition count needed), checked for noise as a kernel's samples are (their
+        spread, the clock probed before and after): ``warmup`` untimed calls, then ``runs`` timed ones,
+        every sample kept. ``sync`` runs before the clock starts and before it stops (a device's queue
+        drained); ``after`` runs outside the time after each call (a KV cache rolled back);
+        ``between(k)`` runs untimed before each block of ``block`` timed calls (k of them: a profiled
+        session's runs, alternated with the timed ones so that a neighbour hits both alike)."""
+        sync = sync or (lambda: None)
+        after = after or (lambda: None)
+        for _ in range(warmup):
+            run()
+            after()
+        before = self.probe_clock(threads)
+        times: list[float] = []
+        while len(times) < runs:
+            k = min(block or runs, runs - len(times))
+            if between is not None:
+                between(k)
+            for _ in range(k):
+                sync()
+                t0 = time.perf_counter()
+                run()
+                sync()
+                times.append(time.perf_counter() - t0)
+                after()
+        a = self._attempt(times, before, self.probe_clock(threads), threads, self.settings.cv_limit)
+        return {
+            "median_s": a["stats"]["median"],
+            "min_s": a["stats"]["min"],
+            "runs": runs,
+            "samples_s": times,
+            "stats": a["stats"],
+            "noisy": bool(a["noise_reasons"]),
+            "noise_reasons": a["noise_reasons"],
+            "clock_ghz": {"before": before, "after": a["after"]},
+        }
+
     # ---- an interleaved comparison ---------------------------------------------------------------
     def interleaved(
         self, entries: list[Entry], rounds: int = 5, *, target_s: float | None = None, cpu_time: bool = False

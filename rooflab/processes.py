@@ -81,42 +81,18 @@ def measure_in_processes(driver, case, processes: int, child: str):
     The interpreters start together and prepare together (imports, numba's start-up, the inputs:
     ~0.9 s each, the larger part of a process's cost), then measure one at a time: each waits,
     idle, until it is told to go, so no measurement shares the cores with another process of the run."""
-    import threading
-
-    from .driver import Record
-
     one = replace(case, timing={k: v for k, v in case.timing.items() if k != "processes"})
     job = json.dumps({"case": asdict(one), "settings": asdict(driver.settings), "best_clock": driver.best_clock})
     procs, timers, records = [], [], []
-
-    def watchdog(proc):
-        def fire():
-            t.fired = True
-            proc.kill()
-
-        t = threading.Timer(TIMEOUT_S, fire)
-        t.fired = False
-        t.daemon = True
-        t.start()
-        return t
-
     try:
         for _ in range(processes):
             procs.append(_start(child, job))
-            timers.append(watchdog(procs[-1]))
+            timers.append(_watchdog(procs[-1]))
         for proc, timer in zip(procs, timers):  # every process prepared before the first measures
             if not _ready(proc):
                 raise _failed(case, proc, timer)
         for proc, timer in zip(procs, timers):
-            proc.stdin.write(GO + "\n")
-            proc.stdin.flush()
-            out, _ = proc.communicate()
-            timer.cancel()
-            lines = out.strip().splitlines()
-            if timer.fired or proc.returncode != 0 or not lines:
-                raise _failed(case, proc, timer)
-            d = json.loads(lines[-1])
-            rec = Record(**{k: v for k, v in d.items() if k in _record_fields()})
+            rec = _go(case, proc, timer)
             if rec.status != "ok":
                 return rec  # a wrong result in any process: the error, never a figure
             records.append(rec)
@@ -127,6 +103,41 @@ def measure_in_processes(driver, case, processes: int, child: str):
                 proc.kill()
                 proc.communicate()
             proc.err.close()
+    return _fastest(records)
+
+
+def _watchdog(proc):
+    """A timer that kills ``proc`` after TIMEOUT_S (``fired`` says it did)."""
+    import threading
+
+    def fire():
+        t.fired = True
+        proc.kill()
+
+    t = threading.Timer(TIMEOUT_S, fire)
+    t.fired = False
+    t.daemon = True
+    t.start()
+    return t
+
+
+def _go(case, proc, timer):
+    """Tell a prepared process to measure and read its Record."""
+    from .driver import Record
+
+    proc.stdin.write(GO + "\n")
+    proc.stdin.flush()
+    out, _ = proc.communicate()
+    timer.cancel()
+    lines = out.strip().splitlines()
+    if timer.fired or proc.returncode != 0 or not lines:
+        raise _failed(case, proc, timer)
+    d = json.loads(lines[-1])
+    return Record(**{k: v for k, v in d.items() if k in _record_fields()})
+
+
+def _fastest(records):
+    """The fastest process's record (a floor), with every process's median and samples in its meta."""
 
     def key(r):
         return (r.ns_per_launch or r.time_s)["median"]

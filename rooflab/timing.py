@@ -49,30 +49,6 @@ def summarize(values) -> dict:
     }
 
 
-def timed_runs(run, runs: int, *, warmup: int = 2, sync=None, after=None) -> dict:
-    """A runtime's whole step timed end to end (the LLM checks' prefill and decode, where a step is
-    milliseconds and no repetition count is needed): ``warmup`` untimed calls, then ``runs`` timed
-    ones, every sample kept. ``sync`` runs before the clock starts and before it stops (a device's
-    queue drained); ``after`` runs outside the time after each call (a KV cache rolled back)."""
-    import time
-
-    sync = sync or (lambda: None)
-    after = after or (lambda: None)
-    for _ in range(warmup):
-        run()
-        after()
-    times = []
-    for _ in range(runs):
-        sync()
-        t0 = time.perf_counter()
-        run()
-        sync()
-        times.append(time.perf_counter() - t0)
-        after()
-    stats = summarize(times)
-    return {"median_s": stats["median"], "min_s": stats["min"], "runs": runs, "samples_s": times, "stats": stats}
-
-
 def invert_stats(time_stats: dict, amount: float) -> dict:
     """Throughput statistics (``amount`` per second) from time statistics.
 

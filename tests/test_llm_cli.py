@@ -265,7 +265,7 @@ def test_ops_and_runtime_check_run_at_the_threads_of_their_roofs(tmp_path, capsy
     says so, and the ops and the runtime check run at 1 thread with them (issue 37: ops timed at 2
     threads and held to 1-thread roofs read as 118-183 % of their roofs)."""
     from rooflab.models.llm import predict
-    from rooflab.models.runtimes import ort_llm
+    from rooflab.models.runtimes import ort
     from tests.test_implausible import bad_two_threads
 
     ceil = tmp_path / "ceilings.json"
@@ -282,7 +282,7 @@ def test_ops_and_runtime_check_run_at_the_threads_of_their_roofs(tmp_path, capsy
         seen["ops_threads"] = k["threads"]
         return real(*a, **{**k, "execute": False})
 
-    monkeypatch.setattr(ort_llm, "compare", compare)
+    monkeypatch.setattr(ort, "compare", compare)
     monkeypatch.setattr(predict, "measure_distinct", predicted_only)
     rc = cli.main(["llm", _cfg(tmp_path), "--ceilings", str(ceil), "--threads", "2", "--runtime",
                    "onnxruntime", "--prompt", "8", "--context", "32", "--out", str(tmp_path / "r"), "--json",

@@ -13,7 +13,7 @@ from rooflab import cli
 from rooflab.errors import RooflabError
 from rooflab.models import llm
 from rooflab.models.llm import export as llm_export
-from rooflab.models.runtimes import ort_llm
+from rooflab.models.runtimes import llm_check, ort
 
 pytest.importorskip("onnxruntime")
 
@@ -33,7 +33,7 @@ def tiny(tmp_path):
 
 def test_exported_graph_is_verified_and_holds_the_parameters(tiny, tmp_path):
     (tmp_path / "v").mkdir()
-    assert ort_llm.verify(tiny, tmp_path / "v") < 1e-3
+    assert ort.verify(tiny, tmp_path / "v") < 1e-3
     import onnx
 
     path = llm_export.export(tiny, tmp_path / "m.onnx", seq=4)
@@ -48,7 +48,7 @@ def test_a_cache_fed_wrong_is_caught(tiny, tmp_path):
     d = llm_export.export(tiny, tmp_path / "d.onnx", cache=4)
     b = llm_export.export(tiny, tmp_path / "p1.onnx", seq=4)
     ids = np.arange(4, dtype=np.int64).reshape(1, 4)
-    sa, sd, sb = (ort_llm.session(x, 1) for x in (a, d, b))
+    sa, sd, sb = (ort.llm_session(x, 1) for x in (a, d, b))
     out = sa.run(None, {"input_ids": ids[:, :3]})
     past = {o.name.replace("present", "past"): v for o, v in zip(sa.get_outputs(), out) if "present" in o.name}
     ref = sb.run(None, {"input_ids": ids})[0]
@@ -70,7 +70,7 @@ def test_export_refuses_what_it_cannot_build(tmp_path, capsys):
 
 def test_ort_times_each_phase(tiny, tmp_path):
     p = llm_export.export(tiny, tmp_path / "d.onnx", cache=8)
-    m = ort_llm.timed(p, threads=1, runs=3)
+    m = ort.timed(p, threads=1, runs=3)
     assert m["median_s"] > 0 and "MatMul" in m["by_op_type_s"]
 
 
@@ -94,16 +94,16 @@ def test_the_decode_check_predicts_the_graphs_kv_concat(tiny, tmp_path):
         return 0.003 * batch
 
     rows = [row("prefill", prompt=4), row("decode", context=8)]
-    c = ort_llm.compare(tiny, rows, threads=1, prompt=4, context=8, runs=3, graph_kv_copy=copy)
+    c = ort.compare(tiny, rows, threads=1, prompt=4, context=8, runs=3, graph_kv_copy=copy)
     d, p = c["decode"], c["prefill"]
     assert asked == [8]
     assert d["predicted_s"] == pytest.approx(0.005 - 0.001 + 0.003) and d["predicted_in_place_s"] == 0.005
-    assert d["predicted_by_kind_s"][ort_llm.KIND_TO_ORT["concat"]] == pytest.approx(0.003)
+    assert d["predicted_by_kind_s"][llm_check.KIND_TO_ORT["concat"]] == pytest.approx(0.003)
     assert d["error_pct"] == pytest.approx(100 * (d["predicted_s"] - d["measured_s"]) / d["measured_s"])
     assert p["predicted_s"] == 0.005 and "graph_kv_copy_s" not in p
-    assert any("KV Concats copy the whole cache" in line for line in ort_llm.lines(c))
+    assert any("KV Concats copy the whole cache" in line for line in llm_check.lines(c))
     # the words say who measured and who predicted, and which way the error goes
-    said = "\n".join(ort_llm.lines(c))
+    said = "\n".join(llm_check.lines(c))
     assert "onnxruntime measured" in said and "rooflab predicted" in said and "rel. err" not in said
     sign = "slower than measured" if d["error_pct"] >= 0 else "faster than measured"
     assert f"({d['error_pct']:+.0f}%: {sign})" in said

@@ -61,18 +61,18 @@ def test_unknown_runtime_names_both(tiny, tmp_path, capsys):
 def _torch():
     pytest.importorskip("torch", reason="the torch extra is not installed (CI does not install it)")
     pytest.importorskip("transformers", reason="the torch extra is not installed (CI does not install it)")
-    from rooflab.models.runtimes import torch_llm
+    from rooflab.models.runtimes import pytorch
 
-    torch_llm.modules()
-    return torch_llm
+    pytorch.modules()
+    return pytorch
 
 
 @pytest.mark.parametrize("cfg", [TINY, dict(TINY, model_type="llama", tie_word_embeddings=True)])
 def test_from_config_model_holds_the_counted_parameters(cfg, tmp_path):
-    torch_llm = _torch()
+    pytorch = _torch()
     f = tmp_path / "config.json"
     f.write_text(json.dumps(cfg))
-    model = torch_llm.build(str(f))
+    model = pytorch.build(str(f))
     assert sum(p.numel() for p in model.parameters()) == llm.param_counts(llm.load(str(f)))["total"]
     assert not model.training and next(model.parameters()).dtype.is_floating_point
 
@@ -80,18 +80,18 @@ def test_from_config_model_holds_the_counted_parameters(cfg, tmp_path):
 def test_the_checkout_kernels_folder_does_not_shadow_hub_kernels():
     """From a source checkout (pytest puts its root on sys.path) `kernels` is rooflab's folder; the
     `kernels` transformers imports must be the distribution's."""
-    torch_llm = _torch()
+    pytorch = _torch()
     import sys
     from pathlib import Path
 
     k = sys.modules.get("kernels")
-    root = Path(torch_llm.__file__).resolve().parents[2]
+    root = Path(pytorch.__file__).resolve().parents[3]
     assert k is None or Path(k.__file__).resolve() != root / "kernels" / "__init__.py"
 
 
 def test_a_model_too_big_for_memory_is_refused_before_measuring(tiny, tmp_path, monkeypatch, capsys):
-    torch_llm = _torch()
-    monkeypatch.setattr(torch_llm, "available_bytes", lambda: 1 << 16)  # 64 KiB free
+    pytorch = _torch()
+    monkeypatch.setattr(pytorch, "available_bytes", lambda: 1 << 16)  # 64 KiB free
     out = tmp_path / "r"
     assert cli.main(["llm", tiny, "--prompt", "8", "--context", "16", "--runtime", "torch", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
@@ -110,27 +110,27 @@ def _drop_first(cache):
 
 
 def test_decode_after_prefill_is_verified_and_a_wrong_cache_is_caught(tiny):
-    torch_llm = _torch()
-    model = torch_llm.build(tiny)
-    assert torch_llm.verify(model, TINY["vocab_size"]) < 1e-5
+    pytorch = _torch()
+    model = pytorch.build(tiny)
+    assert pytorch.verify(model, TINY["vocab_size"]) < 1e-5
     for mangle in (_swap_kv, _drop_first):
         with pytest.raises(RooflabError, match="decode after prefill differs"):
-            torch_llm.verify(model, TINY["vocab_size"], mangle=mangle)
+            pytorch.verify(model, TINY["vocab_size"], mangle=mangle)
 
 
 def test_decode_steps_keep_their_context_and_are_profiled(tiny):
-    torch_llm = _torch()
+    pytorch = _torch()
     import torch
 
-    model = torch_llm.build(tiny)
-    run, after = torch_llm._phase(model, "decode", 9, TINY["vocab_size"])
+    model = pytorch.build(tiny)
+    run, after = pytorch._phase(model, "decode", 9, TINY["vocab_size"])
     for _ in range(3):
         logits, cache = run()
         assert cache.get_seq_length() == 9 and logits.shape == (1, TINY["vocab_size"])
         after()
         assert cache.get_seq_length() == 8
     torch.set_num_threads(1)
-    m = torch_llm.timed(model, "decode", 9, TINY["vocab_size"], runs=3, warmup=1)
+    m = pytorch.timed(model, "decode", 9, TINY["vocab_size"], runs=3, warmup=1)
     assert m["median_s"] > 0 and m["aten_calls"] > 0
     assert "aten::mm" in m["by_op_type_s"] or "aten::addmm" in m["by_op_type_s"]
     assert abs(sum(m["by_op_type_s"].values()) - m["profiled_s"]) < 1e-3 * m["profiled_s"] + 1e-6
@@ -149,7 +149,7 @@ def test_torch_check_end_to_end(quick_result, tiny, tmp_path, capsys):
     for phase in ("prefill", "decode"):
         p = c[phase]
         assert p["measured_s"] > 0 and p["predicted_s"] > 0 and p["aten_calls"] > 0
-    from rooflab.models.runtimes.ort_llm import lines
+    from rooflab.models.runtimes.llm_check import lines
 
     text = "\n".join(lines(c))
     assert "torch check" in text and "torch self time by aten op" in text
@@ -160,15 +160,15 @@ def test_torch_check_end_to_end(quick_result, tiny, tmp_path, capsys):
 
 
 def test_a_bf16_model_is_built_in_bf16_verified_and_a_wrong_cache_is_caught(tiny):
-    torch_llm = _torch()
+    pytorch = _torch()
     import torch
 
-    model = torch_llm.build(tiny, dtype="bfloat16")
+    model = pytorch.build(tiny, dtype="bfloat16")
     assert next(model.parameters()).dtype == torch.bfloat16
-    assert torch_llm.verify(model, TINY["vocab_size"]) < torch_llm.VERIFY_TOL["bfloat16"]
+    assert pytorch.verify(model, TINY["vocab_size"]) < pytorch.VERIFY_TOL["bfloat16"]
     for mangle in (_swap_kv, _drop_first):
         with pytest.raises(RooflabError, match="decode after prefill differs"):
-            torch_llm.verify(model, TINY["vocab_size"], mangle=mangle)
+            pytorch.verify(model, TINY["vocab_size"], mangle=mangle)
 
 
 def test_a_dtype_the_check_does_not_build_is_one_line(tiny, tmp_path, capsys):
@@ -184,7 +184,7 @@ def test_a_dtype_the_check_does_not_build_is_one_line(tiny, tmp_path, capsys):
 
 
 def test_the_runtime_prediction_takes_torchs_own_kernels_where_they_were_timed():
-    from rooflab.models.runtimes.torch_llm import runtime_prediction
+    from rooflab.models.runtimes.pytorch import runtime_prediction
 
     ops = [
         {"library_variant": "cpu.bgemm.00-torch-bf16", "seconds": 1.0, "library_seconds": 1.6, "count": 24, "mult": 1},
@@ -196,7 +196,7 @@ def test_the_runtime_prediction_takes_torchs_own_kernels_where_they_were_timed()
 
 
 def test_the_runtime_prediction_prefers_the_runtimes_own_kernel_where_it_was_timed():
-    from rooflab.models.runtimes.torch_llm import runtime_prediction
+    from rooflab.models.runtimes.pytorch import runtime_prediction
 
     ops = [
         {"library_variant": "cpu.gemm.00-numpy-blas", "seconds": 1.0, "library_seconds": 1.1, "runtime_seconds": 1.8,

@@ -16,9 +16,10 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from rooflab import cli  # noqa: E402
+from rooflab.errors import RooflabError  # noqa: E402
 from rooflab.models import export  # noqa: E402
 from rooflab.models.onnx_import import ops_from_model  # noqa: E402
-from rooflab.models.runtimes import ort_graph, placement  # noqa: E402
+from rooflab.models.runtimes import ort, ort_nodes, placement  # noqa: E402
 from rooflab.workloads import catalog  # noqa: E402
 from rooflab.workloads import ops as opsmod  # noqa: E402
 
@@ -29,7 +30,7 @@ CEILINGS = (
 
 def _exported_ops(name, **kw):
     """ops_from_onnx's view of an exported network (dims only: the skeleton drops weight data)."""
-    ops, unsupported = ops_from_model(ort_graph.skeleton(export.build(name, **kw), {}))
+    ops, unsupported = ops_from_model(ort_nodes.skeleton(export.build(name, **kw), {}))
     assert unsupported == []
     return ops
 
@@ -184,11 +185,11 @@ OPT_INITS = {"reorder_w1", "fused_b1", "reorder_w2", "fused_b2", "shape_in", "sh
 
 
 def test_fused_and_renamed_nodes_map_back_to_every_graph_op():
-    index = ort_graph.GraphIndex(_residual_graph())
-    groups, not_executed = ort_graph.map_optimized(index, OPT_NODES, OPT_INITS)
+    index = ort_nodes.GraphIndex(_residual_graph())
+    groups, not_executed = ort_nodes.map_optimized(index, OPT_NODES, OPT_INITS)
     assert not_executed == []
     times = {n[0]: [1e-4 * (i + 1)] * 3 for i, n in enumerate(OPT_NODES)}
-    rows = ort_graph.rows_for(index, OPT_NODES, groups, times, 3)
+    rows = ort_nodes.rows_for(index, OPT_NODES, groups, times, 3)
     by = {r["node"]: r for r in rows}
     assert [p["kind"] for p in by["relu1_nchwc"]["parts"]] == ["conv2d", "batchnorm", "relu"]
     # the residual Add and its Relu ran inside the second convolution: they are its parts
@@ -204,9 +205,9 @@ def test_fused_and_renamed_nodes_map_back_to_every_graph_op():
 
 
 def test_fused_node_bytes_leave_out_the_tensors_that_stay_inside():
-    index = ort_graph.GraphIndex(_residual_graph())
-    groups, _ = ort_graph.map_optimized(index, OPT_NODES, OPT_INITS)
-    rows = ort_graph.rows_for(index, OPT_NODES, groups, {}, 1)
+    index = ort_nodes.GraphIndex(_residual_graph())
+    groups, _ = ort_nodes.map_optimized(index, OPT_NODES, OPT_INITS)
+    rows = ort_nodes.rows_for(index, OPT_NODES, groups, {}, 1)
     r = next(r for r in rows if r["node"] == "bn2_nchwc")
     act, w, C = 8 * 8 * 8 * 4, 8 * 8 * 9 * 4, 8
     # input + weights + the residual read + the output written + BN's 4 per-channel vectors
@@ -229,11 +230,11 @@ def test_profile_parsing_drops_warmups_and_takes_the_median():
     for k, (a, b) in enumerate([(5, 1), (7, 3), (6, 2)]):
         t0 = 1000 * (k + 1)
         events += [run(t0, 100), node("a", t0 + 10, a), node("b", t0 + 50, b), {"cat": "Node", "name": "a_fence"}]
-    times, runs = ort_graph.parse_profile({"traceEvents": events}, warmup=1)
+    times, runs = ort_nodes.parse_profile({"traceEvents": events}, warmup=1)
     assert runs == 3 and sorted(times) == ["a", "b"]
     assert times["a"] == pytest.approx([5e-6, 7e-6, 6e-6]) and times["b"] == pytest.approx([1e-6, 3e-6, 2e-6])
-    with pytest.raises(ort_graph.RooflabError, match="no measured run"):
-        ort_graph.parse_profile(events[:3], warmup=1)
+    with pytest.raises(RooflabError, match="no measured run"):
+        ort_nodes.parse_profile(events[:3], warmup=1)
 
 
 def test_summary_shares_listed_nodes_and_most_time_above_the_roof():
@@ -301,7 +302,7 @@ def _fusable_graph():
 def test_onnxruntime_profile_maps_every_profiled_node_or_lists_it(tmp_path):
     path = tmp_path / "fusable.onnx"
     onnx.save(_fusable_graph(), str(path))
-    prof = ort_graph.profile_onnx(path, threads=1, runs=3, quick=True)
+    prof = ort.profile_onnx(path, threads=1, runs=3, quick=True)
     rows = prof["rows"]
     assert prof["runs"] == 3 and len(prof["e2e_samples_s"]) == 3
     ran = {n for r in rows for n in r["runtime_nodes"]}
@@ -413,7 +414,7 @@ def test_per_node_times_sum_to_the_end_to_end_time(tmp_path):
     """MobileNetV2 in onnxruntime on one thread: the profile's per-node times sum to within 15 % of
     the end-to-end time measured without the profiler (a ratio of two measurements of one run)."""
     path = export.export("mobilenetv2", tmp_path / "m.onnx")
-    prof = ort_graph.profile_onnx(path, threads=1)
+    prof = ort.profile_onnx(path, threads=1)
     per_run = [sum(r["samples_s"][k] for r in prof["rows"] if r["samples_s"]) for k in range(prof["runs"])]
     assert per_run == pytest.approx(prof["run_totals_s"])  # every profiled node is in a row
     ratio = placement.median([a / b for a, b in zip(prof["run_totals_s"], prof["e2e_samples_s"])])
@@ -432,7 +433,7 @@ def test_place_torch_without_torch_says_how_to_install(monkeypatch):
 
 
 def test_aten_operators_map_to_rooflab_ops():
-    from rooflab.models.runtimes.torch_module import op_for
+    from rooflab.models.runtimes.pytorch import op_for
 
     assert op_for("aten::addmm", [[10], [4, 8], [8, 10]], None) == {
         "kind": "gemm",

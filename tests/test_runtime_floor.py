@@ -86,7 +86,7 @@ def test_onnxruntime_per_node_is_the_chains_slope_and_per_run_its_intercept():
 
 
 def test_a_runtime_overhead_is_calls_times_the_floor_said_so():
-    from rooflab.models.runtimes.ort_llm import overhead
+    from rooflab.models.runtimes.llm_check import overhead
 
     node = {"name": "dispatch: onnxruntime node, 1 thread", "value": 1500.0}
     run = {"name": "dispatch: onnxruntime run, 1 thread", "value": 6500.0}

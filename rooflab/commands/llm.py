@@ -3,8 +3,8 @@ decode executed at its real shape (or predicted where it cannot run) and placed 
 roofs: TTFT, time per token, tokens/s, MBU, MFU, decode curves against batch and context; with
 --runtime, the same model built in onnxruntime or torch and timed beside the prediction (--grid:
 over a grid of cells). The library half lives in rooflab/models/llm/ (__init__.py: config and ops;
-predict.py: measuring, prediction, report lines; grid.py) and rooflab/models/runtimes/ (ort_llm.py,
-torch_llm.py: the runtime checks).
+predict.py: measuring, prediction, report lines; grid.py) and rooflab/models/runtimes/ (ort.py,
+pytorch.py: the runtime checks).
 """
 
 from __future__ import annotations
@@ -120,9 +120,9 @@ def _grid_of(name: str | None, runtime: str | None, arch, inp) -> dict | None:
 def _check_runtime(runtime: str | None, arch, inp, device: str, no_measure: bool) -> None:
     """The runtime can build this model and its check can run (batch 1, measured, on its device)."""
     if runtime == "torch":
-        from ..models.runtimes import torch_llm
+        from ..models.runtimes import pytorch
 
-        torch_llm.check(arch, device, inp["dtype"])
+        pytorch.check(arch, device, inp["dtype"])
         if inp["weights"]:
             raise RooflabError("--runtime torch builds the fp32 model", "use --runtime onnxruntime with --weights")
         if no_measure or 1 not in inp["batches"]:
@@ -228,17 +228,17 @@ def _runtime_compare(arch, args, inp, runtime, roofs, machine, T, cold: bool):
     """The runtime's module and the keywords its `compare` takes: the call floors measured among the
     ceilings (and onnxruntime's KV-cache copy, which its graph makes every step)."""
     from ..models.llm import predict
-    from ..models.runtimes import ort_llm, torch_llm
+    from ..models.runtimes import ort, pytorch
 
     if runtime == "torch":
         floor = predict.runtime_call_floor(roofs, "torch aten call", T)
-        return torch_llm, {"device": roofs.device, "dtype": inp["dtype"], "call_floor": floor}
+        return pytorch, {"device": roofs.device, "dtype": inp["dtype"], "call_floor": floor}
 
     def copy_s(context, batch=1):
         return predict.graph_kv_copy_s(arch, context, T, roofs, machine, args.quick, cold, batch)
 
     floors = {k: predict.runtime_call_floor(roofs, f"onnxruntime {k}", T) for k in ("node", "run")}
-    return ort_llm, {"weights": inp["weights"], "graph_kv_copy": copy_s, "call_floors": floors}
+    return ort, {"weights": inp["weights"], "graph_kv_copy": copy_s, "call_floors": floors}
 
 
 def _run_grid(arch, args, inp, runtime, grid, summary, setup, ceil, src) -> int:

@@ -143,16 +143,16 @@ def _print_outcome(writer, placed: list[dict], s: dict) -> None:
 
 def _place_runtime(path: Path, args) -> int:
     from ..command_setup import from_args
-    from ..models.runtimes import ort_graph, placement
+    from ..models.runtimes import ort, placement
 
     if path.suffix.lower() != ".onnx":
         raise RooflabError(
             f"--runtime {args.runtime} runs an ONNX model, not {path.name}",
             "give a MODEL.onnx (`rooflab export MODEL -o MODEL.onnx` writes one)",
         )
-    ort_graph.import_ort()
+    ort.import_ort()
     batch = placement.check_batch(args.batch)
-    model = ort_graph.load_model(path)
+    model = ort.load_model(path)
     dims = {}
     for d in args.dim:
         name, _, size = d.partition("=")
@@ -161,10 +161,10 @@ def _place_runtime(path: Path, args) -> int:
         dims[name] = int(size)
     if args.runs is not None and args.runs < 1:
         raise RooflabError(f"--runs must be at least 1, got {args.runs}")
-    ort_graph.input_shapes(model, batch, dims)  # a fixed batch that disagrees, a dynamic dim not given
+    ort.input_shapes(model, batch, dims)  # a fixed batch that disagrees, a dynamic dim not given
     ready = placement.prepare(from_args(args))
     print(f"running {path.name} in onnxruntime ({ready['threads']} threads) ...", file=sys.stderr)
-    profile = ort_graph.profile_onnx(
+    profile = ort.profile_onnx(
         path,
         threads=ready["threads"],
         device=ready["device"],

@@ -56,6 +56,14 @@ def cpu_backend(probe: bool = True) -> Backend:
     )
 
 
+def step_driver():
+    """A driver on this backend for a runtime's whole steps (``Driver.time_runs``): the runtimes
+    time their sessions and models with it, as every kernel is timed by the driver."""
+    from ..driver import Driver
+
+    return Driver(cpu_backend())
+
+
 if __name__ == "__main__":  # a measuring process of rooflab.processes
     import os
     import sys

@@ -11,7 +11,7 @@
                     activations quantized at run time (DynamicQuantizeLinear -> MatMulInteger ->
                     Cast -> Mul): transformers (bert-base, gpt2-decode, an LLM config).
   int4, int8w       weight-only MatMulNBits (block 32, symmetric, fp32 activations and accumulation;
-                    ort_llm.quantize): transformers and LLMs.
+                    ort.quantize): transformers and LLMs.
 
 The values are random, so the calibrated scales mean nothing numerically; the graph, the op types
 and the bytes are the ones a quantized deployment runs, and that is what placement measures.
@@ -88,7 +88,7 @@ def quantize(fp32: Path, out: Path, scheme: str) -> None:
     """Write ``out`` (and its .data where the weights are external) from the fp32 graph ``fp32``."""
     q = _ort_quantization()
     if scheme in ("int4", "int8w"):
-        from .runtimes.ort_llm import quantize as nbits
+        from .runtimes.ort import quantize as nbits
 
         made = nbits(fp32, 4 if scheme == "int4" else 8)  # written beside fp32, fp32 removed
         os.replace(made, out)

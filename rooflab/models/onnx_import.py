@@ -495,7 +495,7 @@ def _contrib_shapes(model):
     """Shapes through onnxruntime's contrib ops (MatMulNBits, QLinearAdd ...), which onnx's
     inference does not know (it stops there): onnxruntime's own symbolic shape inference where it
     is installed and knows them all, else the contrib ops rooflab maps are sized here and onnx's
-    inference resumed after each (a graph whose weights were stripped, runtimes.ort_graph.skeleton, is one
+    inference resumed after each (a graph whose weights were stripped, runtimes.ort_nodes.skeleton, is one
     the symbolic inference cannot read)."""
     try:
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference

@@ -437,7 +437,7 @@ def lines(summary: dict) -> list[str]:
             f"{r['library_seconds'] * 1e3:.1f} ms); time: {shares}" + pred
         )
     if s.get("runtime_check"):
-        from ..runtimes.ort_llm import lines as ort_lines
+        from ..runtimes.llm_check import lines as ort_lines
 
         out += ort_lines(s["runtime_check"])
     c = s.get("curves")

@@ -68,7 +68,7 @@ def llm_section(d: dict) -> str:
     rt = s.get("runtime_check")
     check = ""
     if rt:
-        from ..runtimes.ort_llm import lines
+        from ..runtimes.llm_check import lines
 
         check = (
             f"<h3>Against {_esc(rt.get('check_name', 'onnxruntime'))}</h3><pre>" + _esc("\n".join(lines(rt))) + "</pre>"

@@ -1,5 +1,5 @@
 """A real runtime's measured per-node times placed on the measured roofline (shared by onnxruntime
-and the PyTorch profiler: runtimes/ort_graph.py, runtimes/torch_module.py).
+and the PyTorch profiler: runtimes/ort.py, runtimes/pytorch.py).
 
 A runtime fuses ops, picks its own kernels and pays its own dispatch cost. Its profile gives one
 time per node it ran (median over the measured runs, warm-up runs dropped); each node is mapped to
@@ -290,13 +290,10 @@ def place_profile(profile: dict, source: str, ready: dict, own: bool = True) -> 
     rooflab's own times, result file, table, plot and the summary line. Returns the summary (with
     ``result``: the result file, ``outputs``: the table and plot files); ``own``: rooflab re-runs
     each node's ops too."""
-    from ...charts import roofline
-    from ...progress import RichProgress
     from ...results import ResultWriter
-    from ..result import device_name, roofs_for, use_ceilings, warn_above_roof
+    from ..result import device_name, roofs_for, use_ceilings
 
-    device, desc = ready["device"], ready["machine"]
-    ceil, src, out, quick = ready["ceilings"], ready["ceilings_source"], ready["out"], ready["quick"]
+    device, desc, label = ready["device"], ready["machine"], Path(source).name
     config = {
         "source": source,
         "runtime": profile["runtime"],
@@ -304,29 +301,16 @@ def place_profile(profile: dict, source: str, ready: dict, own: bool = True) -> 
         "threads": profile["threads"],
         "runs": profile["runs"],
         "warmup": profile["warmup"],
-        "quick": bool(quick),
+        "quick": bool(ready["quick"]),
         "own": own,
         "inputs": profile.get("inputs"),
     }
-    writer = ResultWriter(out, desc, "runtime", device, config)
-    use_ceilings(writer, ceil, src)
-    roofs = roofs_for(writer, ceil, profile["threads"] if device == "cpu" else 0, device)
+    writer = ResultWriter(ready["out"], desc, "runtime", device, config)
+    use_ceilings(writer, ready["ceilings"], ready["ceilings_source"])
+    roofs = roofs_for(writer, ready["ceilings"], profile["threads"] if device == "cpu" else 0, device)
     rows = profile["rows"]
     place_rows(rows, roofs, f"runtime-{device}")
-    own_rows = []
-    if own:
-        progress = RichProgress(f"rooflab re-execution of {Path(source).name}")
-        try:
-            own_rows = own_times(
-                rows, roofs, device=device, threads=profile["threads"], quick=quick,
-                machine=writer.data["machine"], progress=progress,
-            )  # fmt: skip
-        except KeyboardInterrupt:
-            progress.close()
-            writer.finish("interrupted")
-            raise
-        progress.close()
-    label = Path(source).name
+    own_rows = _own_rows(rows, roofs, profile, writer, label, ready["quick"]) if own else []
     s = summarize(
         rows, profile["e2e_samples_s"], label, profile["runtime_label"], device_name(desc, device),
         profile.get("run_totals_s"),
@@ -340,10 +324,41 @@ def place_profile(profile: dict, source: str, ready: dict, own: bool = True) -> 
         "unsupported": profile.get("unsupported", []),  # graph nodes rooflab has no formula for, with why
         "runtime_version": profile["runtime"],
         "provider": profile.get("provider"),
+        "e2e_noise_reasons": profile.get("e2e_noise_reasons", []),  # the driver's checks of the timed runs
     }
+    if profile.get("e2e_noise_reasons"):
+        note = f"noisy: the end-to-end runs were disturbed ({'; '.join(profile['e2e_noise_reasons'])})"
+        writer.data.setdefault("notes", []).append(note)
     writer.data["model_summaries"] = [s]
     writer.data["ops_placed"] = plot_points(rows, own_rows, profile["runtime_label"], profile["threads"])
     writer.finish("complete")
+    files = _write_outputs(writer, rows, s, label, profile)
+    _print_outcome(writer, rows, s, profile, files)
+    s["result"], s["outputs"] = str(writer.path), [str(f) for f in files]
+    return s
+
+
+def _own_rows(rows: list[dict], roofs, profile: dict, writer, label: str, quick: bool) -> list[dict]:
+    """rooflab's own re-execution of each node's ops (an interrupt keeps the result, marked)."""
+    from ...progress import RichProgress
+
+    progress = RichProgress(f"rooflab re-execution of {label}")
+    try:
+        return own_times(
+            rows, roofs, device=roofs.device, threads=profile["threads"], quick=quick,
+            machine=writer.data["machine"], progress=progress,
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        writer.finish("interrupted")
+        raise
+    finally:
+        progress.close()
+
+
+def _write_outputs(writer, rows: list[dict], s: dict, label: str, profile: dict) -> list[Path]:
+    """The nodes table (.nodes.csv, .nodes.md) and the roofline beside the result file."""
+    from ...charts import roofline
+
     stem = str(writer.path)[:-5]
     files = [Path(stem + ".nodes.csv"), Path(stem + ".nodes.md")]
     files[0].write_text(to_csv(rows))
@@ -353,7 +368,12 @@ def place_profile(profile: dict, source: str, ready: dict, own: bool = True) -> 
         md += [f"Graph nodes the runtime never ran as nodes (folded or removed): {len(profile['not_executed'])}", ""]
     md.append(to_markdown(rows))
     files[1].write_text("\n".join(md))
-    files += roofline.roofline(writer.data, Path(stem + ".roofline"), ops=writer.data["ops_placed"])
+    return files + roofline.roofline(writer.data, Path(stem + ".roofline"), ops=writer.data["ops_placed"])
+
+
+def _print_outcome(writer, rows: list[dict], s: dict, profile: dict, files: list[Path]) -> None:
+    from ..result import warn_above_roof
+
     print(to_markdown(rows))
     print(s["line"])
     warn_above_roof(writer, rows, "node")
@@ -361,6 +381,8 @@ def place_profile(profile: dict, source: str, ready: dict, own: bool = True) -> 
         names = [n["node"] for n in profile["not_executed"]]
         print(f"not run as nodes ({len(names)}, folded or removed by the runtime): {', '.join(names[:6])}"
               + (" ..." if len(names) > 6 else ""))  # fmt: skip
+    if profile.get("e2e_noise_reasons"):
+        print(f"note: noisy: the end-to-end runs were disturbed ({'; '.join(profile['e2e_noise_reasons'])})")
     ratio = s["nodes_over_e2e"]
     if ratio and abs(ratio - 1) > SUM_TOLERANCE:
         why = (
@@ -373,8 +395,6 @@ def place_profile(profile: dict, source: str, ready: dict, own: bool = True) -> 
     print(f"result: {writer.path}")
     for f in files:
         print(f"output: {f}")
-    s["result"], s["outputs"] = str(writer.path), [str(f) for f in files]
-    return s
 
 
 def check_batch(batch) -> int | None:
