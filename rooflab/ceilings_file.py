@@ -2,7 +2,8 @@
 complete one that has every roof (a main-memory bandwidth and a compute peak). A newer run that
 lacks one (a small --max-working-set, an interrupted run) is passed over with a note saying what
 it lacks; a named one that lacks it is used with that note, a foreign or non-ceilings file refused.
-Used by every command that places ops (`place`, `llm`, `run --suite models`) and by `info`.
+Used by every command that places ops (`place`, `llm`, `run --suite models`) and by `info`; a kernel
+family's charts (`plot`, `report`, `publish`) draw its rungs against ``ceilings_beside`` the result.
 """
 
 from __future__ import annotations
@@ -75,3 +76,18 @@ def find_ceilings(out_dir: Path, machine_id: str, device: str, explicit: str | N
         + (f" ({passed[0][0].name}: {passed[0][1]})" if passed else ""),
         f"run `rooflab run --device {device}` first, or pass --ceilings RESULT.json",
     )
+
+
+def ceilings_beside(result_path, doc: dict) -> dict | None:
+    """The newest complete ceilings of a result's machine in the results tree the result lies in
+    (RESULTS/<machine>/<result>.json), or None: what a kernel family's rungs are drawn against."""
+    import contextlib
+    import io
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # a newer partial run passed over: not this chart's news
+            return find_ceilings(
+                Path(result_path).resolve().parent.parent, doc["machine"]["id"], doc.get("device", "cpu"), None
+            )[0]
+    except (RooflabError, KeyError):
+        return None

@@ -3,10 +3,11 @@
 
   SITE/index.html                    machines and fleets found under RESULTS_DIR, asv if present
   SITE/machines/<id>/index.html      one machine: its result files, newest first
-  SITE/machines/<id>/<result>.html   ceilings / models / probe / latency results: the roofline,
-                                     the bandwidth and latency staircases, ceilings, placed model
-                                     ops (rooflab.report.build); a kernel family's result: its
-                                     charts (rooflab.charts.family.chart) and its variants table
+  SITE/machines/<id>/<result>.html   every result as `rooflab report` renders it (rooflab.report.build):
+                                     a ceilings run's roofline, staircases and ceilings; ops placed
+                                     (place, place --runtime, run --suite models, llm) on their
+                                     roofline with their tables; a kernel family's table and charts,
+                                     its rungs on the machine's newest ceilings
   SITE/fleets/<name>.html            a fleet directory (fleet.json): the fleet page (fleet/page.py)
   SITE/asv/                          a copy of `asv publish` output (RESULTS_DIR/html/index.html)
 
@@ -29,7 +30,6 @@ table{border-collapse:collapse;margin:.6rem 0;font-size:.9rem}td,th{border:1px s
 th{background:#f4f4f4}h2{border-bottom:1px solid #ddd;padding-bottom:.3rem;margin-top:2rem}img{max-width:100%;border:1px solid #eee}
 .muted{color:#777;font-size:.85rem}.bad{color:#b00}
 """
-PAGE_SUITES = ("ceilings", "models", "probe", "latency", "chase")  # drawn by rooflab.report.build
 
 
 def _esc(x) -> str:
@@ -64,31 +64,12 @@ def scan(root: Path) -> dict:
     return {"machines": machines, "fleets": fleets, "asv": asv, "skipped": skipped}
 
 
-def _result_page(doc: dict, stem: Path, ceilings: dict | None) -> str:
-    if doc.get("suite") in PAGE_SUITES:
-        from .report import build
+def _result_page(doc: dict, ceilings: dict | None) -> str:
+    """A result's page: the report of it (rooflab.report.build), as `rooflab report` renders it, a
+    kernel family's rungs drawn on its machine's newest ceilings."""
+    from .report import build, kind_of
 
-        return build([doc])
-    from . import family_report
-    from .charts import family
-
-    files = family.chart(doc, stem, ceilings)
-    imgs = "".join(f"<img alt='{_esc(f.name)}' src='{_esc(f.name)}'>" for f in files if f.suffix == ".png")
-    family_report.add_pct_of_library(doc["records"])
-    peaks = family_report.has_unit_peaks(doc["records"])
-
-    def pct_cell(x):
-        return f"<td>{'-' if x is None else f'{x:.0f} %'}</td>"
-
-    rows = "".join(
-        f"<tr><td>{_esc(v)}</td><td>{_esc(label)}</td><td>{threads}</td><td>{'-' if val is None else f'{val:.4g} {_esc(unit)}'}</td>"
-        f"{pct_cell(pct)}{pct_cell(pct_peak) if peaks else ''}<td>{_esc(st)}</td></tr>"
-        for v, label, threads, val, unit, pct, pct_peak, st in family_report.table(doc["records"])
-    )
-    peak_th = "<th>% of unit peak</th>" if peaks else ""
-    table = f"<table><tr><th>variant</th><th>case</th><th>threads</th><th>figure</th><th>% of library</th>{peak_th}<th>status</th></tr>{rows}</table>"
-    title = f"{doc['machine']['id']}: {doc.get('suite')} on {doc.get('device')}"
-    return _page(title, imgs + table, "index.html")
+    return build([doc], [ceilings if kind_of(doc) == "family" else None], up="index.html")
 
 
 def build_site(root: Path, site: Path) -> dict:
@@ -103,7 +84,7 @@ def build_site(root: Path, site: Path) -> dict:
         rows = []
         for f, doc in items:
             name = f.stem + ".html"
-            (folder / name).write_text(_result_page(doc, folder / f.stem, newest_ceilings))
+            (folder / name).write_text(_result_page(doc, newest_ceilings))
             rows.append(
                 f"<tr><td><a href='{_esc(name)}'>{_esc(doc.get('suite'))} on {_esc(doc.get('device'))}</a></td>"
                 f"<td>{_esc(doc.get('started'))}</td><td>{_esc(doc.get('status'))}</td>"

@@ -56,15 +56,16 @@ def _chart_img(fig, name: str) -> str:
     return "" if fig is None else _fig_to_img(fig, f"{name} chart", dpi=150)
 
 
-def _png_of(plot_fn, *args, **kw) -> str:
-    """Render one of rooflab.charts' into an inline <img>."""
+def _pngs_of(plot_fn, *args, **kw) -> str:
+    """Render one of rooflab.charts' (every PNG it writes) into inline <img>s."""
     import tempfile
 
+    out = []
     with tempfile.TemporaryDirectory() as d:
-        files = plot_fn(*args, Path(d) / "fig", **kw)
-        png = next(f for f in files if f.suffix == ".png")
-        data = base64.b64encode(png.read_bytes()).decode()
-    return f'<img alt="{_esc(plot_fn.__name__)} chart" src="data:image/png;base64,{data}">'
+        for png in (f for f in plot_fn(*args, Path(d) / "fig", **kw) if f.suffix == ".png"):
+            data = base64.b64encode(png.read_bytes()).decode()
+            out.append(f'<img alt="{_esc(png.stem)} chart" src="data:image/png;base64,{data}">')
+    return "".join(out)
 
 
 def _table(headers, rows) -> str:
@@ -160,9 +161,9 @@ def _notes_section(d: dict) -> str:
     return "<h2>Notes</h2><ul>" + "".join(f"<li>{_esc(n)}</li>" for n in notes) + "</ul>"
 
 
-def _family_section(d: dict, chart: bool = True) -> str:
+def _family_section(d: dict, chart: bool = True, ceilings: dict | None = None) -> str:
     """A kernel family's run: its table (every rung against the library on the same case and
-    thread count) and its chart."""
+    thread count) and its charts, the rungs on ``ceilings`` (its machine's) when given."""
     from . import family_report
     from .charts import family
 
@@ -179,8 +180,15 @@ def _family_section(d: dict, chart: bool = True) -> str:
     ]
     head = ["variant", "case", "threads", "figure", "unit", "% of library"]
     out = "<h2>Kernel family</h2>" + _table(head + (["% of unit peak"] if peaks else []) + ["status"], rows)
+    if chart:
+        on = (
+            f"the rungs are drawn on the ceilings of {_esc(ceilings['machine']['id'])} measured {_esc(ceilings.get('started'))}"
+            if ceilings
+            else "no ceilings result of this machine beside this file: the rungs are drawn by intensity alone"
+        )
+        out += f"<p class='muted'>{on}</p>"
     try:
-        out += _png_of(family.chart, d) if chart else ""
+        out += _pngs_of(family.chart, d, ceilings=ceilings) if chart else ""
     except StopIteration:  # nothing to draw (no ok record)
         pass
     return out
@@ -233,6 +241,8 @@ def _latency_section(d: dict) -> str:
 
 
 def _ops_section(d: dict) -> str:
+    from .models.place import fmt_intensity
+
     ops = d.get("ops_placed") or []
     if not ops:
         return ""
@@ -244,13 +254,15 @@ def _ops_section(d: dict) -> str:
     for s in d.get("model_summaries", []):
         out.append(f"<p>{_esc(s.get('line', ''))}</p>")
     heavy = sorted(ops, key=lambda o: -o.get("total_time_s", 0))[:60]
+    several = len({o.get("model") for o in ops}) > 1  # a models suite: which network each op is of
     rows = [  # `place` ops and a runtime's nodes (node, op_type, runtime_s) alike
-        [
+        ([str(o.get("model") or "-")] if several else [])
+        + [
             str(o.get("name") or o.get("node") or "?"),
             str(o.get("kind") or o.get("op_type") or "-"),
             str(o.get("count", 1)),
             str(o.get("impl") or o.get("model") or "-"),
-            _num(o.get("intensity"), "{:.3g}"),
+            f'<td class="num">{fmt_intensity(o.get("intensity"))}</td>',
             _num(_seconds(o) * 1e6 if _seconds(o) is not None else None, "{:.1f}"),
             _num(o.get("achieved_gflops"), "{:.3g}"),
             _num(o.get("pct_of_attainable"), "{:.0f}%"),
@@ -261,7 +273,11 @@ def _ops_section(d: dict) -> str:
         for o in heavy
     ]
     out.append(
-        _table(["op", "kind", "count", "implementation", "FLOP/B", "time us", "GFLOP/s", "% attainable", "class"], rows)
+        _table(
+            (["model"] if several else [])
+            + ["op", "kind", "count", "implementation", "FLOP/B", "time us", "GFLOP/s", "% attainable", "class"],
+            rows,
+        )
     )
     return "".join(out)
 
@@ -361,19 +377,24 @@ def _compare_section(results: list[dict]) -> str:
     return f"<h2>Comparison</h2><ul>{legend}</ul>{img}{key}" + _table(heads, rows)
 
 
-def build(results: list[dict]) -> str:
+def build(results: list[dict], ceilings: list[dict | None] | None = None, up: str | None = None) -> str:
+    """The report of ``results``: each as its kind reads (ceilings, ops placed, a kernel family);
+    ``ceilings[i]``: the ceilings of results[i]'s machine a family's rungs are drawn on (the
+    newest beside it: ceilings_file.ceilings_beside); ``up``: a link back (the published site)."""
     from .charts import roofline, staircase
 
+    ceilings = ceilings or [None] * len(results)
     parts = [
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>rooflab report</title>"
         f"<style>{CSS}</style><script>{SCRIPT}</script></head><body>",
+        f"<p class='muted'><a href='{_esc(up)}'>&larr; index</a></p>" if up else "",
         "<h1>rooflab characterization</h1>",
         "<p class='muted'>Measured with rooflab: every figure is a median of verified samples; spread is p20-p80.</p>",
     ]
     measured = [d for d in results if kind_of(d) == "ceilings"]  # a placement carries ceilings it did not measure
     if len(measured) > 1:
         parts.append(_compare_section(measured))
-    for d in results:
+    for d, ceil in zip(results, ceilings):
         kind = kind_of(d)
         what = {"ceilings": "ceilings", "placement": "ops placed", "family": "kernel family"}[kind]
         parts.append(
@@ -382,7 +403,7 @@ def build(results: list[dict]) -> str:
         )
         parts.append(_machine_section(d))
         if kind == "family":
-            parts += [_family_section(d), _notes_section(d)]
+            parts += [_family_section(d, ceilings=ceil), _notes_section(d)]
             continue
         if d.get("ceilings"):
             parts.append(

@@ -27,7 +27,13 @@ def decode_figure(summary: dict):
         x = [p[key] for p in curve]
         mem = [p["memory_tokens_per_s"] for p in curve]
         comp = [p["compute_tokens_per_s"] for p in curve]
-        ax.plot(x, mem, "-", color="#377eb8", label=f"memory roof (DRAM {c['dram_gbps']:.1f} GB/s)")
+        ax.plot(
+            x,
+            mem,
+            "-",
+            color="#377eb8",
+            label=f"memory roof (DRAM read {c['dram_gbps']:.1f} GB/s: weights and KV streamed)",
+        )
         ax.plot(x, comp, "-", color="#e41a1c", label=f"compute roof ({c['dtype']} {c['peak_gflops']:.0f} GFLOP/s)")
         ax.plot(x, [min(a, b) for a, b in zip(mem, comp)], ":", color="black", lw=2, label="attainable")
         if pts:  # rooflab's prediction: its measured ops summed (what `llm` reports as predicted)

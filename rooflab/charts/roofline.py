@@ -111,6 +111,10 @@ def _panel(ax, result, rf: Roofline, threads, ops, markers) -> dict:
     primary = _primary_dtype(peaks, ops, sweep)
     top_of = {d: max(c["value"] for c in peaks if c["dtype"] == d) for d in {c["dtype"] for c in peaks}}
     cap = top_of.get(primary) if primary else None
+    theo = [p for p in _theoretical(result) if p["threads"] == threads]
+    theory_cap = cap is None and bool(theo)  # no measured peak that can be true: the datasheet's stops the roofs
+    if theory_cap:
+        cap = max(p["gflops"] for p in theo)
     # continued dotted up to the higher FP32/FP64 peak (not to tensor-core peaks, 10-100x above)
     above = sorted({v for d, v in top_of.items() if cap and v > cap * 1.001 and d in ("float32", "float64")})
     lows = []
@@ -144,7 +148,6 @@ def _panel(ax, result, rf: Roofline, threads, ops, markers) -> dict:
             ax.plot([xmin, xmax], [c["value"]] * 2, color=FLAGGED_COLOR, lw=0.9, ls=(0, (4, 3)), alpha=0.8)
     if flagged:
         handles.append(Line2D([], [], color=FLAGGED_COLOR, lw=0.9, ls=(0, (4, 3)), label="cannot be true: not a roof"))
-    theo = [p for p in _theoretical(result) if p["threads"] == threads]
     for p in theo:
         ax.axhline(p["gflops"], color=DTYPE_COLORS.get(p["dtype"], "#222222"), ls="--", lw=0.9, alpha=0.7)
     if sweep:
@@ -178,6 +181,16 @@ def _panel(ax, result, rf: Roofline, threads, ops, markers) -> dict:
                 zorder=6,
             )
             op_pts += [(o, s) for o, s in zip(sel, sizes)]
+        own = [o for o in ops if o.get("attainable_gflops")]
+        for o in own:  # the roof this op is judged against (its level, its read/write mix's kernel, its dtype's peak)
+            ax.plot(
+                [o["intensity"]] * 2, [o["achieved_gflops"], o["attainable_gflops"]], color="#999999", lw=0.5, ls=":"
+            )
+        if own:
+            ax.scatter([o["intensity"] for o in own], [o["attainable_gflops"] for o in own], marker="_", s=70,
+                       color="#333333", linewidths=1.3, zorder=6)  # fmt: skip
+            handles.append(Line2D([], [], ls="", marker="_", ms=9, mew=1.3, color="#333333",
+                                  label="its own roof (% of roof = the gap)"))  # fmt: skip
         lows += [o["achieved_gflops"] for o in ops]
         for model in by_model:
             handles.append(
@@ -187,6 +200,10 @@ def _panel(ax, result, rf: Roofline, threads, ops, markers) -> dict:
             )
         for cls in sorted({o.get("class") for o in ops if o.get("class")}):
             handles.append(Line2D([], [], ls="", marker="o", color=CLASS_COLORS.get(cls, "#bbbbbb"), label=cls))
+    if theory_cap and roofs:
+        handles.append(
+            Line2D([], [], color="#666666", lw=1.6, label="no measured peak can be true: roofs stop at the theoretical")
+        )
     if above and roofs:
         handles.append(
             Line2D(
@@ -202,6 +219,7 @@ def _panel(ax, result, rf: Roofline, threads, ops, markers) -> dict:
     ax.set_yscale("log")
     ax.set_xlim(xmin, xmax)
     tops = [c["value"] for c in peaks] + [p["gflops"] for p in theo] + [o["achieved_gflops"] for o in ops or []]
+    tops += [o["attainable_gflops"] for o in ops or [] if o.get("attainable_gflops")]
     ymin = max(min(lows or [1.0]) / 3, 1e-3)
     ymax = max(tops or [max(lows or [1.0])]) * 3.0
     ax.set_ylim(ymin, ymax)

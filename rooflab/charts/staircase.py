@@ -127,6 +127,22 @@ def _cache_lines(ax, placer, caches, threads, lo, hi) -> None:
         )
 
 
+OUTLIER = 0.2  # a sweep point below this share of both neighbours' medians cannot be true (a level is ~2-4x)
+
+
+def _cannot_be_true(sel: list[dict]) -> list[dict]:
+    """Points of one kernel's sweep (by working set) far below both neighbours (the ends: their one
+    neighbour): adjacent working sets never differ by a factor of 5, so such a point is a broken
+    sample (a stolen core for the whole burst, a timer fault), not a level."""
+    m = [p["gbps"]["median"] for p in sel]
+    out = []
+    for i, v in enumerate(m):
+        near = [m[j] for j in (i - 1, i + 1) if 0 <= j < len(m)]
+        if near and all(v < OUTLIER * n for n in near):
+            out.append(sel[i])
+    return out
+
+
 def bandwidth_figure(result: dict):
     """Staircase Figure, one panel per thread count with sweep points; with pointer-chase points,
     the latency staircase under the 1-thread (GPU: the device's) panel, sharing its x axis."""
@@ -149,13 +165,16 @@ def bandwidth_figure(result: dict):
             lat_ax.sharex(axes[0][col])
     later = []
     for ax, t in zip(axes[0] if counts else [], counts):
-        ys_all = []
+        ys_all, flagged = [], []
         for kernel in sorted({p["kernel"] for p in pts}):
             sel = sorted(
                 (p for p in pts if p["threads"] == t and p["kernel"] == kernel), key=lambda p: p["working_set_bytes"]
             )
             if not sel:
                 continue
+            bad = _cannot_be_true(sel)
+            flagged += bad
+            sel = [p for p in sel if p not in bad]
             xs = [p["working_set_bytes"] for p in sel]
             ys = [p["gbps"]["median"] for p in sel]
             ys_all += [p["gbps"]["p20"] for p in sel] + [p["gbps"]["p80"] for p in sel]
@@ -190,6 +209,13 @@ def bandwidth_figure(result: dict):
         ax.set_yscale("log")
         if ys_all:
             ax.set_ylim(min(ys_all) / 1.6, max(ys_all) * 1.6)
+        if flagged:  # at the panel's foot, grey, named: never drawn as a figure on the staircase
+            lo = ax.get_ylim()[0] * 1.15
+            ax.scatter([p["working_set_bytes"] for p in flagged], [lo] * len(flagged), marker="x", color="#999999")
+            names = ", ".join(f"{p['kernel']} {fmt_bytes(p['working_set_bytes'])} {p['gbps']['median']:.3g} GB/s"
+                              for p in flagged[:4])  # fmt: skip
+            ax.annotate(f"cannot be true, not drawn to scale (under 1/{1 / OUTLIER:.0f} of both neighbours): {names}",
+                        (0.01, 0.01), xycoords="axes fraction", fontsize=6.5, color="#777777")  # fmt: skip
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_bytes(v) if v >= 1 else ""))
         ax.tick_params(axis="x", labelrotation=45, labelsize=7.5)
         ax.set_xlabel("working set")

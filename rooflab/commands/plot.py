@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import RooflabError
-
 HELP = "roofline, bandwidth staircase and latency chart (PNG + SVG) from a result file"
 
 
@@ -35,14 +33,9 @@ def main(args) -> int:
     if stem.suffix in (".png", ".svg"):
         at, stem = stem, stem.with_suffix("")
     if kind_of(data) != "placement" and data.get("suite") not in (None, "ceilings"):  # a family's run: its charts
-        from ..ceilings_file import find_ceilings
+        from ..ceilings_file import ceilings_beside
 
-        try:  # the newest ceilings of that machine beside the result (results/<machine>/...)
-            ceilings = find_ceilings(Path(args.result).resolve().parent.parent, data["machine"]["id"],
-                                     data.get("device", "cpu"), None)[0]  # fmt: skip
-        except (RooflabError, KeyError):
-            ceilings = None
-        files = family.chart(data, stem, ceilings)
+        files = family.chart(data, stem, ceilings_beside(args.result, data))
     else:  # ceilings, or ops placed on them: roofline, staircase (with sweeps), latency chart
         files = charts.all_plots(data, stem, ops=data.get("ops_placed"), roofline_at=at)
     for f in files:

@@ -19,11 +19,13 @@ def add_parser(sub) -> None:
 def main(args) -> int:
     if any(Path(p).is_dir() for p in args.results):  # a fleet directory: the fleet page
         return _fleet_page(args.results, args.output)
-    from ..report import build
+    from ..ceilings_file import ceilings_beside
+    from ..report import build, kind_of
     from ..results import load
 
     results = [load(p) for p in args.results]
-    return _write(Path(args.output or "results/report.html"), build(results))
+    beside = [ceilings_beside(p, d) if kind_of(d) == "family" else None for p, d in zip(args.results, results)]
+    return _write(Path(args.output or "results/report.html"), build(results, beside))
 
 
 def _fleet_page(paths: list[str], output: str | None) -> int:

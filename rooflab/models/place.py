@@ -298,12 +298,19 @@ COLUMNS = [
 ]
 
 
+def fmt_intensity(v) -> str:
+    """FLOP/B for a table: "-" where no byte is moved (a view, a Reshape: 0 FLOPs over 0 bytes)."""
+    return f"{v:.3g}" if v is not None and math.isfinite(v) else "-"
+
+
 def to_csv(placed: list[dict]) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore")
     w.writeheader()
     for p in placed:
-        w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in p.items()})
+        w.writerow(
+            {k: (("" if not math.isfinite(v) else f"{v:.6g}") if isinstance(v, float) else v) for k, v in p.items()}
+        )
     return buf.getvalue()
 
 
@@ -316,7 +323,7 @@ def to_markdown(placed: list[dict]) -> str:
     for p in placed:
         roof = f"{p.get('memory_level')}, {p.get('memory_kernel')}"
         rows.append(
-            f"| {p['name']} | {p['kind']} | {p['count']} | {p['impl']} | {p['intensity']:.3g} | "
+            f"| {p['name']} | {p['kind']} | {p['count']} | {p['impl']} | {fmt_intensity(p['intensity'])} | "
             f"{p['seconds'] * 1e6:.1f} | {p['achieved_gflops']:.3g} | {roof} | {p['pct_of_roof']:.0f}% | "
             f"{p['class']}{' (below roof)' if p['below_roof'] else ''}"
             f"{' (ABOVE its roof: roof or work count wrong)' if p.get('above_roof') else ''} |"

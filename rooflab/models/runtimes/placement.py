@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import statistics
 from pathlib import Path
 
@@ -215,7 +216,7 @@ def summary_line(s: dict, device_name: str) -> str:
 
 def _fmt(v) -> str:
     if isinstance(v, float):
-        return f"{v:.6g}"
+        return f"{v:.6g}" if math.isfinite(v) else ""  # a view's FLOP/B (0 over 0 bytes): none
     if isinstance(v, (list, tuple)):
         return " ".join(map(str, v))
     return "" if v is None else str(v)

@@ -1,0 +1,135 @@
+"""Issue 37, published and reported results: every result kind publishes as `rooflab report`
+renders it, a family's rungs stand on its machine's ceilings in both, the tables say which model
+and phase a row is of and never print "inf", and the charts never draw what cannot be true as a
+roof or a point (memory roofs stop at the theoretical peak when no measured peak can be true; a
+sweep point far below both neighbours is set aside and named)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from rooflab import cli  # noqa: E402
+from tests.test_new_user import CEILINGS, MODELS  # noqa: E402
+from tests.test_report import _report_inputs  # noqa: E402
+
+
+def _tree(tmp_path: Path, monkeypatch) -> Path:
+    """A results tree of one machine: its ceilings, a gemm run, a six-model placement, a runtime
+    placement and an `rooflab llm` result (counted on those ceilings, nothing measured)."""
+    ceil, gemm, placed, runtime = _report_inputs()
+    mdir = tmp_path / "res" / ceil["machine"]["id"]
+    mdir.mkdir(parents=True)
+    shutil.copy(CEILINGS, mdir / CEILINGS.name)
+    for doc, name in ((gemm, "gemm"), (placed, "models"), (runtime, "runtime")):
+        doc = copy.deepcopy(doc)
+        doc["started"] = "2026-12-02T20:00:00Z"
+        (mdir / f"rooflab-{name}-cpu-20261202T200000Z.json").write_text(json.dumps(doc))
+    monkeypatch.setenv("ROOFLAB_MACHINE", ceil["machine"]["id"])  # counted as that machine's, on its ceilings
+    out = tmp_path / "llm-out"
+    assert (
+        cli.main(["llm", "smollm-135m", "--no-measure", "--no-plot", "--ceilings", str(CEILINGS), "--out", str(out)])
+        == 0
+    )
+    (llm_file,) = out.glob("*/rooflab-llm-*.json")
+    shutil.copy(llm_file, mdir / llm_file.name)
+    return tmp_path / "res"
+
+
+def test_every_result_kind_publishes_what_its_report_shows(tmp_path, capsys, monkeypatch):
+    res = _tree(tmp_path, monkeypatch)
+    assert cli.main(["publish", str(res), "-o", str(tmp_path / "site")]) == 0
+    pages = {p.name.split("-")[1]: p.read_text() for p in (tmp_path / "site" / "machines").glob("*/rooflab-*.html")}
+    assert set(pages) == {"ceilings", "gemm", "models", "runtime", "llm"}
+    for kind in ("models", "runtime"):  # were an empty family table (~800 bytes)
+        assert "Model operations on the roofline" in pages[kind] and "<img" in pages[kind], kind
+    assert "LLM: smollm-135m" in pages["llm"] and "<img" in pages["llm"]
+    assert "resnet50-b32" in pages["models"] and "conv1" in pages["runtime"]
+    assert "decode" in pages["llm"] and "prefill" in pages["llm"] and "smollm-135m" in pages["llm"]
+    assert "index.html" in pages["llm"]  # the way back to the machine's page
+    # a family's rungs on the machine's ceilings, as `plot` draws them: the page says which
+    assert "the rungs are drawn on the ceilings of" in pages["gemm"]
+
+
+def test_report_of_a_family_result_finds_its_machines_ceilings_beside_it(tmp_path, capsys, monkeypatch):
+    res = _tree(tmp_path, monkeypatch)
+    (gemm,) = res.glob("*/rooflab-gemm-*.json")
+    assert cli.main(["report", str(gemm), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "the rungs are drawn on the ceilings of" in page and "intensity (no ceilings" not in page
+    alone = tmp_path / "alone" / "m" / gemm.name
+    alone.parent.mkdir(parents=True)
+    shutil.copy(gemm, alone)
+    assert cli.main(["report", str(alone), "-o", str(tmp_path / "a.html")]) == 0
+    assert "no ceilings result of this machine beside this file" in (tmp_path / "a.html").read_text()
+
+
+def test_the_ops_table_of_several_models_has_a_model_column_and_no_inf():
+    from rooflab import report
+    from rooflab.models import place
+
+    placed = json.loads(MODELS.read_text())
+    page = report.build([placed])
+    head = page.split("<h2>Model operations")[1].split("</tr>")[0]
+    assert "<th>model</th>" in head
+    view = dict(placed["ops_placed"][0], name="reshape", kind="reshape", intensity=float("inf"), pct_of_roof=50.0)
+    view.setdefault("below_roof", False)
+    assert "inf" not in place.to_markdown([view]) and "inf" not in place.to_csv([view])
+    assert place.fmt_intensity(float("inf")) == "-" and place.fmt_intensity(2.0) == "2"
+
+
+def test_memory_roofs_stop_at_the_theoretical_peak_when_no_measured_peak_can_be_true():
+    from rooflab.charts.roofline import roofline_figure
+
+    doc = json.loads(CEILINGS.read_text())
+    for c in doc["ceilings"]:
+        if c["kind"] == "compute":  # 1% of their theoretical peaks: cannot be true, not roofs
+            c["value"] *= 0.01
+            c["fraction_of_theoretical"] = (c.get("fraction_of_theoretical") or 0.9) * 0.01
+    fig = roofline_figure(doc)
+    theo = max(p["gflops"] for p in doc["machine"]["cpu"]["theoretical"]["peaks"])
+    for ax in fig.axes:
+        solid = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-" and len(ln.get_ydata()) > 2]
+        assert solid, "memory roofs drawn"
+        assert max(max(ln.get_ydata()) for ln in solid) <= theo * 1.001  # were drawn to 1024 x bandwidth
+        assert any("roofs stop at the theoretical" in t.get_text() for t in ax.get_legend().get_texts())
+
+
+def test_a_sweep_point_far_below_both_neighbours_is_set_aside_and_named():
+    from rooflab.charts.staircase import bandwidth_figure
+
+    doc = json.loads(CEILINGS.read_text())
+    pts = sorted(
+        (p for p in doc["sweeps"]["bandwidth"] if p["threads"] == 1 and p["kernel"] == "read"),
+        key=lambda p: p["working_set_bytes"],
+    )
+    pts[2]["gbps"] = dict(pts[2]["gbps"], median=0.001, p20=0.001, p80=0.001)
+    ax = bandwidth_figure(doc).axes[0]
+    drawn = [y for ln in ax.get_lines() for y in ln.get_ydata()]
+    assert 0.001 not in drawn and ax.get_ylim()[0] > 0.01  # the axis is not stretched down to it
+    assert any("cannot be true" in t.get_text() for t in ax.texts)
+
+
+def test_each_placed_op_carries_a_tick_at_its_own_roof():
+    from rooflab.charts.roofline import roofline_figure
+
+    placed = json.loads(MODELS.read_text())
+    ops = [o for o in placed["ops_placed"] if o.get("attainable_gflops")][:5]
+    fig = roofline_figure(placed, ops=ops)
+    ticks = [
+        tuple(xy)
+        for ax in fig.axes
+        for coll in ax.collections
+        if coll.get_paths() and getattr(coll, "_rooflab_kind", None) is None
+        for xy in coll.get_offsets()
+    ]
+    for o in ops:
+        assert (o["intensity"], o["attainable_gflops"]) in {(round(x, 9), round(y, 9)) for x, y in ticks} or any(
+            abs(x - o["intensity"]) < 1e-9 and abs(y - o["attainable_gflops"]) < 1e-6 * y for x, y in ticks
+        )
