@@ -59,6 +59,9 @@ def scan(root: Path) -> dict:
         except RooflabError as e:
             skipped.append((f, str(e)))
             continue
+        if doc.get("status") == "failed" and not (doc.get("records") or doc.get("ops_placed") or doc.get("ceilings")):
+            skipped.append((f, "a failed run that measured nothing"))
+            continue
         machines.setdefault(doc["machine"]["id"], []).append((f, doc))
     asv = root / "html" if (root / "html" / "index.html").is_file() else None
     return {"machines": machines, "fleets": fleets, "asv": asv, "skipped": skipped}

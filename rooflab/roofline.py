@@ -200,9 +200,10 @@ def pass_clock(p: dict) -> float | None:
 
 
 def order_violations(ceilings: list[dict]) -> list[str]:
-    """A slower (farther) level measuring above a faster one is a measurement problem: flag both.
-    Every pair counts, not only neighbours: with L1 low from noise, L3 above L1 is flagged even where
-    L2 sits above both."""
+    """A slower (farther) level measuring above a faster one is a measurement problem, and
+    interference only slows a kernel down: the nearer level is the low one, flagged noisy; the
+    farther keeps its figure (one bad L1 used to flag L2, L3 and DRAM too). Every pair counts, not
+    only neighbours: with L1 low, L3 above L1 is named even where L2 sits above both."""
     notes = []
     order = {name: i for i, name in enumerate(Roofline.LEVEL_ORDER)}
     groups: dict = {}
@@ -215,13 +216,46 @@ def order_violations(ceilings: list[dict]) -> list[str]:
             for far in cs[i + 1 :]:
                 if far["level"] == near["level"] or far["value"] <= near["value"] * 1.02:
                     continue
-                for c in (near, far):
-                    c["noisy"] = True
-                    c["order_violation"] = True
+                near["noisy"] = True
+                near["order_violation"] = True
                 notes.append(
                     f"{far['name']} ({far['value']:.1f} GB/s) measured above {near['name']} ({near['value']:.1f} GB/s): "
-                    "a slower level above a faster one is a measurement problem; both are flagged noisy"
+                    f"a nearer level cannot be slower than a farther one, and interference only slows: "
+                    f"{near['name']} is flagged noisy"
                 )
+    return notes
+
+
+SCALES = 1.5  # the caches' all-thread figures over their 1-thread ones: the cores add bandwidth
+FLAT = 1.05  # main memory's all-thread figure within this of its 1-thread one: it did not scale
+
+
+def flat_main_memory(ceilings: list[dict]) -> list[str]:
+    """An all-thread DRAM (HBM) figure no better than the 1-thread one, in a run whose cache levels
+    scale with the threads, is flagged noisy with a note: the usual cause is a neighbour on one of
+    the cores (a quick run read 16.8 GB/s at 1 and at 2 threads where the full run measured 32.5).
+    A machine where one core fills the memory bus shows it in every run, never flagged for that
+    alone: its caches' figures scale and its DRAM's stays flat run after run (``moved`` is not set)."""
+    one = {(c["level"], c.get("kernel")): c for c in ceilings if c["kind"] == "bandwidth" and c["threads"] == 1}
+    notes = []
+    for c in ceilings:
+        base = one.get((c.get("level"), c.get("kernel")))
+        if c["kind"] != "bandwidth" or c["threads"] <= 1 or base is None or c["level"] not in ("DRAM", "HBM"):
+            continue
+        caches = [
+            x["value"] / one[(x["level"], x.get("kernel"))]["value"]
+            for x in ceilings
+            if x["kind"] == "bandwidth" and x["threads"] == c["threads"] and x["level"] in ("L1", "L2")
+            and (x["level"], x.get("kernel")) in one
+        ]  # fmt: skip
+        scale = sorted(caches)[len(caches) // 2] if caches else 0.0  # the caches' median scaling
+        if scale >= SCALES and c["value"] <= FLAT * base["value"] and not c.get("noisy"):
+            c["noisy"] = True
+            c["flat_with_threads"] = True
+            notes.append(
+                f"{c['name']} ({c['value']:.1f} GB/s) is no better than at 1 thread ({base['value']:.1f}) while the "
+                f"caches scale {scale:.1f}x: flagged noisy (a neighbour on a core?); a later run tells"
+            )
     return notes
 
 

@@ -677,6 +677,45 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
         + len(runtimes)
     )
     writer.save()
+    try:
+        _measure_phases(ph, driver, writer, progress, passes, latency, peaks, lowprec, bandwidth, chases, parts,
+                        dram_cases, runtimes)  # fmt: skip
+    except KeyboardInterrupt:  # the phases that finished give their ceilings; the caller marks the file
+        _derive(writer, driver, machine)
+        writer.data["notes"].append(
+            "interrupted: the ceilings are those of the phases that finished (a phase cut short gives what its "
+            "finished passes measured); never a default for placement (name it with --ceilings to use it)"
+        )
+        writer.data["notes"] += roofline.mark_implausible(writer.data["ceilings"])
+        raise
+    with ph("ceilings"):
+        _derive(writer, driver, machine)
+    if roofline.implausible(writer.data["ceilings"]):  # a phase only when there is something to re-measure
+        with ph("re-measure of ceilings that cannot be true"):
+            remeasure_implausible(driver, writer, latency + peaks + bandwidth, progress)
+    with ph("ceilings"):
+        writer.data["notes"] += roofline.order_violations(writer.data["ceilings"])
+        writer.data["notes"] += roofline.flat_main_memory(writer.data["ceilings"])
+        writer.data["notes"] += roofline.sweep_above_roof(writer.data["ceilings"], writer.data["sweeps"]["intensity"])
+        writer.data["notes"] += peak_notes(writer.data["ceilings"], machine["cpu"])
+        writer.data["notes"] += roofline.mark_implausible(writer.data["ceilings"])
+    ph.finish()
+    writer.save()
+    progress.done(task)
+
+
+def _derive(writer, driver: Driver, machine: dict) -> None:
+    """The run's ceilings from its records: best sweep points, theoretical peaks at the clocks seen."""
+    writer.data["sweeps"]["intensity"] = best_sweep_points(writer.data["sweeps"]["intensity"])
+    set_theoretical(machine["cpu"], driver.best_clock)
+    set_unit_clocks(machine["cpu"], writer.data["records"])
+    writer.data["ceilings"] = derive_ceilings(writer.data)
+
+
+def _measure_phases(ph, driver, writer, progress, passes, latency, peaks, lowprec, bandwidth, chases, parts,
+                    dram_cases, runtimes) -> None:  # fmt: skip
+    """Every phase in its order: the passes of the short ones, then the intensity sweep's parts with
+    DRAM's later passes between them, then the runtimes' call floors."""
     for _ in range(passes):  # each ceiling in several passes spread over the run (see derive_ceilings)
         with ph("dispatch latency"):
             driver.run(latency, writer, progress)
@@ -699,19 +738,3 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
     if runtimes:  # once, last: importing torch loads its OpenMP and MKL, which nothing timed meets
         with ph("runtime call floors"):
             driver.run(runtimes, writer, progress)
-    with ph("ceilings"):
-        writer.data["sweeps"]["intensity"] = best_sweep_points(writer.data["sweeps"]["intensity"])
-        set_theoretical(machine["cpu"], driver.best_clock)
-        set_unit_clocks(machine["cpu"], writer.data["records"])
-        writer.data["ceilings"] = derive_ceilings(writer.data)
-    if roofline.implausible(writer.data["ceilings"]):  # a phase only when there is something to re-measure
-        with ph("re-measure of ceilings that cannot be true"):
-            remeasure_implausible(driver, writer, latency + peaks + bandwidth, progress)
-    with ph("ceilings"):
-        writer.data["notes"] += roofline.order_violations(writer.data["ceilings"])
-        writer.data["notes"] += roofline.sweep_above_roof(writer.data["ceilings"], writer.data["sweeps"]["intensity"])
-        writer.data["notes"] += peak_notes(writer.data["ceilings"], machine["cpu"])
-        writer.data["notes"] += roofline.mark_implausible(writer.data["ceilings"])
-    ph.finish()
-    writer.save()
-    progress.done(task)

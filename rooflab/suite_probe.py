@@ -133,5 +133,6 @@ def run(driver: Driver, writer, threads_all: int, progress) -> None:
     set_theoretical(machine["cpu"], driver.best_clock)
     writer.data["ceilings"] = derive_ceilings(writer.data)
     writer.data["notes"] += roofline.order_violations(writer.data["ceilings"])
+    writer.data["notes"] += roofline.flat_main_memory(writer.data["ceilings"])
     writer.save()
     progress.done(task)

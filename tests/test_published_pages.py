@@ -133,3 +133,20 @@ def test_each_placed_op_carries_a_tick_at_its_own_roof():
         assert (o["intensity"], o["attainable_gflops"]) in {(round(x, 9), round(y, 9)) for x, y in ticks} or any(
             abs(x - o["intensity"]) < 1e-9 and abs(y - o["attainable_gflops"]) < 1e-6 * y for x, y in ticks
         )
+
+
+def test_an_unknown_model_is_refused_before_any_file_and_an_empty_failed_file_is_not_published(tmp_path, capsys):
+    out = tmp_path / "res"
+    assert cli.main(["run", "--suite", "models", "--model", "resnet51", "--out", str(out)]) == 2
+    assert "unknown model 'resnet51'" in capsys.readouterr().err
+    assert not list(out.rglob("*.json"))  # it left a 'failed' file with 0 records, which the site published
+    doc = json.loads(CEILINGS.read_text())
+    mdir = out / doc["machine"]["id"]
+    mdir.mkdir(parents=True)
+    shutil.copy(CEILINGS, mdir / CEILINGS.name)
+    empty = dict(doc, suite="models", status="failed", records=[], ceilings=[], ops_placed=[])
+    (mdir / "rooflab-models-cpu-20261207T000000Z.json").write_text(json.dumps(empty))
+    assert cli.main(["publish", str(out), "-o", str(tmp_path / "site")]) == 0
+    pages = [p.name for p in (tmp_path / "site" / "machines").glob("*/rooflab-*.html")]
+    assert pages == [CEILINGS.stem + ".html"]
+    assert "a failed run that measured nothing" in (tmp_path / "site" / "index.html").read_text()

@@ -141,8 +141,8 @@ def _panel(ax, result, rf: Roofline, threads, ops, markers) -> dict:
         peak_info.append(dict(c, _x0=x0, _roof=roof))
     flagged = rf.flagged_ceilings(threads)  # cannot be true: grey, dashed, named with the reason
     for c in flagged:
-        if c["kind"] == "bandwidth":
-            xs = np.geomspace(xmin, xmax, 64)
+        if c["kind"] == "bandwidth":  # stops where the roofs stop: never drawn above what can be true
+            xs = np.geomspace(xmin, min(xmax, cap / c["value"]) if cap else xmax, 64)
             ax.plot(xs, xs * c["value"], color=FLAGGED_COLOR, lw=0.9, ls=(0, (4, 3)), alpha=0.8)
         elif c["kind"] == "compute":
             ax.plot([xmin, xmax], [c["value"]] * 2, color=FLAGGED_COLOR, lw=0.9, ls=(0, (4, 3)), alpha=0.8)

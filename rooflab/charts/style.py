@@ -50,7 +50,9 @@ def title(result: dict, what: str) -> str:
     m = result["machine"]
     name = m.get("gpu", {}).get("name") if result.get("device") == "cuda" else m["cpu"]["model"]
     date = (result.get("finished") or result.get("started") or "")[:10]
-    return f"{what}: {name} ({m['id']}), {date}"
+    status = result.get("status") or ""
+    partial = f" ({status.upper()}: only what finished)" if status in ("interrupted", "failed", "running") else ""
+    return f"{what}: {name} ({m['id']}), {date}{partial}"
 
 
 def save(fig, path: Path) -> list[Path]:

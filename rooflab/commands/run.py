@@ -101,6 +101,10 @@ def _run_devices(args) -> int:
     from ..errors import DeviceUnavailable
 
     devices = choices.devices(args.device)
+    if "models" in choices.suites(args.suite):  # a model that does not exist: refused before any file is made
+        from ..workloads.catalog import suite_for
+
+        suite_for(args.model, args.batch, args.seq)
     status = 0
     for device in devices:
         suites = choices.suites(args.suite)
@@ -166,7 +170,10 @@ def _run_suite_to_file(suite: str, setup, args, max_ws: int | None, budget: floa
         return 130
     except RooflabError:
         progress.close()
-        writer.finish("failed")
+        if writer.data["records"] or writer.data.get("ops_placed"):
+            writer.finish("failed")  # what was measured is kept, marked
+        else:
+            writer.path.unlink(missing_ok=True)  # nothing measured: no file that a listing would show
         raise
     progress.close()
     writer.finish("complete" if not writer.data["errors"] else "complete-with-errors")
