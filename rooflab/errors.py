@@ -24,6 +24,17 @@ class DeviceUnavailable(RooflabError):
 
 
 def first_line(e: BaseException, limit: int = 240) -> str:
-    """The first line of an exception's message (CUDA and compiler errors run long), or its type."""
+    """The first line of an exception's message (CUDA and compiler errors run long), or its type; a
+    line over ``limit`` ends at its last whole sentence within it (else its last whole word, then
+    " ..."), never mid-word (Ray's node-death reasons are one 400-character line)."""
     text = str(e).strip()
-    return text.splitlines()[0][:limit] if text else type(e).__name__
+    if not text:
+        return type(e).__name__
+    line = text.splitlines()[0]
+    if len(line) <= limit:
+        return line
+    cut = line[:limit]
+    end = cut.rfind(". ")
+    if end >= limit // 3:
+        return cut[: end + 1]
+    return cut[: cut.rfind(" ")].rstrip(",;:") + " ..." if " " in cut else cut + " ..."

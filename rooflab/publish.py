@@ -106,7 +106,7 @@ def build_site(root: Path, site: Path) -> dict:
     fleet_rows = []
     if found["fleets"]:
         from .fleet.page import build as fleet_page
-        from .fleet.store import load_manifest
+        from .fleet.store import load_manifest, superseded
 
         (site / "fleets").mkdir(exist_ok=True)
         for d in found["fleets"]:
@@ -114,9 +114,11 @@ def build_site(root: Path, site: Path) -> dict:
             (site / "fleets" / f"{name}.html").write_text(fleet_page(d))
             m = load_manifest(d)
             ok = sum(e.get("status") == "ok" for e in m["nodes"].values())
+            gone = superseded(m)
+            left = f" ({len(gone)} earlier failed node(s) left the cluster)" if gone else ""
             fleet_rows.append(
                 f"<tr><td><a href='fleets/{_esc(name)}.html'>{_esc(name)}</a></td><td>{_esc(m.get('engine'))}</td>"
-                f"<td>{ok} of {len(m['nodes'])}</td><td>{_esc(m.get('updated'))}</td></tr>"
+                f"<td>{ok} of {len(m['nodes']) - len(gone)}{left}</td><td>{_esc(m.get('updated'))}</td></tr>"
             )
     if found["asv"]:
         shutil.copytree(found["asv"], site / "asv", dirs_exist_ok=True)

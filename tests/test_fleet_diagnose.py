@@ -223,3 +223,23 @@ def test_baseline_refuses_mixed_suites(real, tmp_path, capsys):
     doc["suite"] = "probe"
     (folder / "b.json").write_text(json.dumps(doc))
     assert "mixes suites" in bad(capsys, "fleet", "baseline", str(folder), "-o", str(tmp_path / "b.json"))
+
+
+def test_two_nodes_diagnosed_on_their_own_median_say_that_they_cannot_tell_which_is_off(real, tmp_path, capsys):
+    """Issue 37: `fleet diagnose` of 2 nodes flagged them silently: a node 8 % below the median of two
+    is mirrored by the other 8 % above it. The verdicts stay (they differ); a line says which is off
+    cannot be told, and how to find out."""
+    fleet = tmp_path / "two"
+    node(real, fleet, "a")
+    node(real, fleet, "b", scale={DRAM: 0.84})
+    out = tmp_path / "base2.json"
+    assert cli.main(["fleet", "baseline", str(fleet), "--group-by", "sku", "-o", str(out)]) == 0
+    assert run_diagnose(tmp_path, fleet, out) == 1
+    text = capsys.readouterr().out
+    doc = json.loads(text[text.index("{\n") :])
+    assert set(doc["flagged"]) == {"b"}  # the low one, by the rule; a is as far above the pair's median
+    assert len(doc["notes"]) == 1 and "2 nodes cannot tell which one is off" in doc["notes"][0]
+    base3 = make_baseline(real, tmp_path)  # from 3 healthy nodes: b alone, and no such note
+    assert run_diagnose(tmp_path, fleet, base3) == 1
+    nodes, _ = flagged(capsys)
+    assert nodes == {"b"}

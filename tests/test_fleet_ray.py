@@ -172,6 +172,8 @@ def test_a_node_killed_mid_run_then_resume_finishes_it(cluster, tmp_path):
     assert set(statuses.values()) == {"ok"} and len(statuses) == 3
     dead = next(e for e in m["nodes"].values() if e["engine_node_id"] == victim_id)
     assert dead["reason"] and dead["file"] is None
+    assert dead["reason"].endswith((".", " ...")), dead["reason"]  # whole sentences (it was cut mid-word)
+    assert "[state-dump]" not in stdout and "Raylet is terminated" not in stdout  # Ray's 20-line log dump
     assert len(list((out / "nodes").glob("*.json"))) == 3
     assert orphan_runs() == []  # the killed node's `rooflab run` went with it
 

@@ -209,3 +209,50 @@ def test_reports_written_after_the_last_manifest_save_still_count(tmp_path):
     again = store.load_manifest(tmp_path)
     assert set(store.good_nodes(tmp_path, again)) == {"a"}
     assert again["nodes"]["b"]["status"] == "failed"
+
+
+def test_a_node_run_from_a_folder_that_holds_a_rooflab_clone_imports_the_installed_package(tmp_path, monkeypatch):
+    """Issue 37: Ray started from the folder holding the clone (~/rooflab) made every node's
+    `python -m rooflab run` import the clone's folders as the package ("cannot import name ... from
+    'rooflab' (unknown location)"). The node's run starts in a folder of its own."""
+    clone = tmp_path / "rooflab"
+    for sub in ("results", "scripts", "tests", "kernels"):  # what a clone's root holds: no __init__.py
+        (clone / sub).mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    ident = {"node_id": "h-1", "hostname": "h", "engine": "test", "engine_node_id": "1"}
+    rep = node.characterize(["--suite", "nosuchsuite"], 120, ident)
+    assert "ImportError" not in (rep["reason"] or "") + rep["log_tail"], rep["log_tail"][-500:]
+    assert "unknown suite" in rep["reason"]  # the installed rooflab ran, and refused the suite
+
+
+def test_a_fleet_resumed_after_a_node_died_counts_without_the_dead_node_id(tmp_path):
+    """Issue 37: after a good --resume the site said "2 of 3 good": the dead node's id (a node comes
+    back under a new Ray id) was counted. It is named as having left the cluster, not counted."""
+    from rooflab import publish
+
+    m = store.new_manifest("ray", {"suite": "probe", "device": "cpu", "quick": False})
+    m["runs"] = [{"nodes": ["a", "b", "dead"]}, {"nodes": ["back"]}]
+    for n, st in (("a", "ok"), ("b", "ok"), ("dead", "died"), ("back", "ok")):
+        m["nodes"][n] = {"node_id": n, "status": st, "reason": None if st == "ok" else "NodeDiedError"}
+    assert store.superseded(m) == ["dead"]
+    d = tmp_path / "fleet"
+    d.mkdir()
+    store.save_manifest(d, m)
+    publish.build_site(tmp_path, tmp_path / "site")
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert "3 of 3" in index and "1 earlier failed node(s) left the cluster" in index
+
+
+def test_a_long_reason_ends_at_a_whole_sentence_or_word():
+    from rooflab.errors import first_line
+
+    ray_like = Exception(
+        "Task failed because the node it was running on is dead or unavailable. Node IP: 192.0.2.2, node ID: "
+        + "ab" * 28
+        + ". This can happen if the node was preempted, had a hardware failure, or its raylet crashed unexpectedly."
+    )
+    assert first_line(ray_like, 300).endswith("raylet crashed unexpectedly.")
+    assert first_line(ray_like, 170).endswith("node ID: " + "ab" * 28 + ".")
+    assert first_line(ray_like, 150).endswith("dead or unavailable.")
+    assert first_line(Exception("word " * 100), 50).endswith("word ...")
+    assert first_line(Exception("short"), 50) == "short" and first_line(Exception(""), 50) == "Exception"

@@ -84,11 +84,11 @@ def _baseline(args) -> int:
 
 def _diagnose(args) -> int:
     from ..fleet import baseline
-    from ..fleet.diagnose import diagnose, load_rules, render
+    from ..fleet.diagnose import diagnose, load_rules, render, undecidable
     from ..fleet.store import node_results
 
     base = baseline.load(args.baseline)
     rules = load_rules(args.rules, base)
     rows = diagnose(node_results(args.dir), base, rules)
-    print(render(rows, args.format, args.all))
+    print(render(rows, args.format, args.all, undecidable(rows, base)))
     return 1 if any(r["failed"] for r in rows) else 0

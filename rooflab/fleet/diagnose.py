@@ -187,12 +187,28 @@ def _row(node, key, name, kind, unit, value, base_value, rule, z, zcfg) -> dict:
     }
 
 
-def render(rows: list[dict], fmt: str, show_all: bool) -> str:
+def undecidable(rows: list[dict], base: dict) -> list[str]:
+    """SKUs whose baseline is the median of exactly the two nodes diagnosed: each node then sits as
+    far above it as the other below, and a flag on both says only that they differ, not which one
+    is off. One line per such SKU with flags, naming the way out."""
+    out = []
+    for key, g in (base or {}).get("skus", {}).items():
+        here = {r["node"] for r in rows if r["sku"] == key}
+        if len(here) == 2 and set(g.get("nodes") or []) == here and any(r["failed"] for r in rows if r["sku"] == key):
+            out.append(
+                f"note: SKU {key}: the baseline is the median of these 2 nodes, so a node below it is mirrored by "
+                "the other above it: the two differ, and 2 nodes cannot tell which one is off (a baseline from 3 or "
+                "more nodes, or from an earlier good run: --baseline FILE)"
+            )
+    return out
+
+
+def render(rows: list[dict], fmt: str, show_all: bool, notes: list[str] | tuple = ()) -> str:
     shown = rows if show_all else [r for r in rows if r["failed"]]
     flagged = sorted({r["node"] for r in rows if r["failed"]})
     nodes = sorted({r["node"] for r in rows})
     if fmt == "json":
-        return json.dumps({"nodes": len(nodes), "flagged": flagged, "rows": shown}, indent=1)
+        return json.dumps({"nodes": len(nodes), "flagged": flagged, "notes": list(notes), "rows": shown}, indent=1)
     head = ["node", "SKU", "ceiling", "value", "baseline", "delta", "z", "verdict"]
     cells = [
         [
@@ -211,7 +227,7 @@ def render(rows: list[dict], fmt: str, show_all: bool) -> str:
     if fmt == "markdown":
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
-        return "\n".join(([*lines, ""] if cells else []) + [tail])
+        return "\n".join(([*lines, ""] if cells else []) + [tail, *notes])
     from io import StringIO
 
     from rich.console import Console
@@ -227,4 +243,6 @@ def render(rows: list[dict], fmt: str, show_all: bool) -> str:
             t.add_row(*row, style="red" if row[-1] != "ok" else None)
         console.print(t)
     console.print(tail, markup=False)
+    for n in notes:
+        console.print(n, markup=False)
     return buf.getvalue().rstrip("\n")

@@ -1,15 +1,16 @@
 """What runs on one fleet node: the same `rooflab run` a user types, in a child process, its result
 file read back and returned as data (no shared filesystem assumed), with the node's identity.
 
-The child is killed when it runs past the timeout (its whole process group) and when the process
-that started it dies (PR_SET_PDEATHSIG on Linux: a Ray worker killed with its node, or cancelled,
-takes its `rooflab run` with it instead of leaving it measuring on a node the fleet has given
-back). Outcomes: ``ok`` (a complete result with ceilings), ``failed`` (a non-zero exit, errors in
-the result, no result), ``timeout``. A failed run's partial result comes back too, for the record.
+The child runs in a folder of its own (the raylet's folder may hold a clone of rooflab, which
+`python -m rooflab` would import instead of the installed package). It is killed when it runs past
+the timeout (its whole process group) and when the process that started it dies (PR_SET_PDEATHSIG on
+Linux: a Ray worker killed with its node, or cancelled, takes its `rooflab run` with it instead of
+leaving it measuring on a node the fleet has given back). Outcomes: ``ok`` (a complete result with
+ceilings), ``failed`` (a non-zero exit, errors in the result, no result), ``timeout``. A failed
+run's partial result comes back too, for the record.
 
 Slurm runs this module on every node (`python -m rooflab.fleet.node --out DIR -- RUN ARGS`): it
-writes the node's report into DIR (a filesystem the nodes share), where the caller gathers it.
-"""
+writes the node's report into DIR (a filesystem the nodes share), where the caller gathers it."""
 
 from __future__ import annotations
 
@@ -53,6 +54,9 @@ def characterize(run_args: list[str], timeout: float | None, ident: dict) -> dic
             text=True,
             errors="replace",
             start_new_session=True,  # its own process group: a timeout kills the run and its children
+            # a folder of its own: `python -m rooflab` from a worker whose folder holds a rooflab clone
+            # imported the clone's folders (results/, ...) as the package and failed on every node
+            cwd=tmp,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )

@@ -56,13 +56,15 @@ def build(path, base: dict | None = None) -> str:
     base = base or (bl.build(nodes, sources=[str(path)]) if nodes else None)
     rows = dg.diagnose(nodes, base, dg.load_rules(None, base)) if nodes else []
     flagged = sorted({r["node"] for r in rows if r["failed"]})
+    gone = store.superseded(manifest)
     s = manifest.get("settings", {})
     out = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>rooflab fleet {_esc(path.name)}</title>"
         f"<style>{CSS}</style></head><body>",
         f"<h1>Fleet {_esc(path.name)}</h1>",
-        f"<p>{len(manifest['nodes'])} node(s) through {_esc(manifest.get('engine'))}"
-        f"{' at ' + _esc(manifest['address']) if manifest.get('address') else ''}; suite {_esc(s.get('suite'))}"
+        f"<p>{len(manifest['nodes']) - len(gone)} node(s) through {_esc(manifest.get('engine'))}"
+        + (f" ({len(gone)} earlier failed node(s) left the cluster before a --resume)" if gone else "")
+        + f"{' at ' + _esc(manifest['address']) if manifest.get('address') else ''}; suite {_esc(s.get('suite'))}"
         f"{' --quick' if s.get('quick') else ''} on {_esc(s.get('device'))}; {len(nodes)} good result(s); "
         f"<span class='{'bad' if flagged else 'ok'}'>{len(flagged)} node(s) flagged</span>. "
         f"<span class='muted'>Baseline: {'the fleet median per SKU' if base and base.get('sources') == [str(path)] else 'given'}; "
@@ -73,6 +75,7 @@ def build(path, base: dict | None = None) -> str:
     for n, e in sorted(manifest["nodes"].items()):
         cls = "ok" if e.get("status") == "ok" and n not in flagged else "bad"
         state = e.get("status", "?") + (" (flagged)" if n in flagged else "")
+        state += " (left the cluster; not counted)" if n in gone else ""
         secs = e.get("seconds")
         node_rows.append([n, e.get("sku_key") or "-", f"<td class='{cls}'>{_esc(state)}</td>",
                           f"{secs:.1f} s" if secs else "-", e.get("reason") or ""])  # fmt: skip

@@ -87,7 +87,36 @@ def connect(address: str | None):
     address = address or os.environ.get("RAY_ADDRESS") or "auto"
     probe(address)
     ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+    _one_line_cluster_errors()
     return ray, address
+
+
+def _one_line_cluster_errors() -> None:
+    """Ray prints the cluster's error messages on the caller's stdout, a dead raylet's with the last
+    20 lines of its log; rooflab's own line per node already says what died. Each such message is
+    said once, as its first sentence, on stderr. (Ray's printer is private API: where it has moved,
+    Ray's own output stays as it is.)"""
+    try:
+        from ray._private import worker as ray_worker
+    except ImportError:
+        return
+    original = getattr(ray_worker, "print_to_stdstream", None)
+    if original is None or getattr(original, "_rooflab", False):
+        return
+    said: set = set()
+
+    def printer(data, *args, **kwargs):
+        if data.get("pid") != "raylet":
+            return original(data, *args, **kwargs)
+        for msg in data.get("lines") or []:
+            first = first_line(Exception(str(msg).replace("\n", " ")), 160)
+            if first not in said:
+                said.add(first)
+                print(f"ray: {first} (the node's log: /tmp/ray/session_latest/logs)", file=sys.stderr)
+        return None
+
+    printer._rooflab = True
+    ray_worker.print_to_stdstream = printer
 
 
 def cluster_nodes(ray) -> tuple[list[dict], list[dict]]:

@@ -69,10 +69,20 @@ def script(
         head.append(f"#SBATCH --partition={partition}")
     if exclude:
         head.append(f"#SBATCH --exclude={','.join(exclude)}")
-    task = [python or sys.executable, "-m", "rooflab.fleet.node", "--engine", "slurm", "--out", str(out)]
+    task = [
+        python or sys.executable,
+        "-m",
+        "rooflab.fleet.node",
+        "--engine",
+        "slurm",
+        "--out",
+        str(Path(out).resolve()),
+    ]
     if timeout:
         task += ["--timeout", f"{timeout:g}"]
-    srun = ["srun", "-N", str(nodes), "--ntasks-per-node=1", "--exclusive", "--kill-on-bad-exit=0"]
+    # --chdir: every task starts in a folder of its own, never the submit folder (a rooflab clone there
+    # would be imported as the package by `python -m`)
+    srun = ["srun", "-N", str(nodes), "--ntasks-per-node=1", "--exclusive", "--kill-on-bad-exit=0", "--chdir=/tmp"]
     body = [
         "",
         "# a node whose run fails still writes its report; srun's status says how many did",

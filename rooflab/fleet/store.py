@@ -124,6 +124,17 @@ def record(manifest: dict, entry: dict) -> None:
     manifest["nodes"][entry["node_id"]] = entry
 
 
+def superseded(manifest: dict) -> list[str]:
+    """Nodes that failed in an earlier run and that a later run (a --resume) did not run again: they
+    had left the cluster (a dead node comes back under a new Ray id). The fleet's counts leave them
+    out and say how many: a resumed fleet whose every node now has a result is whole."""
+    runs = manifest.get("runs") or []
+    if len(runs) < 2:
+        return []
+    last = set(runs[-1].get("nodes") or [])
+    return sorted(n for n, e in manifest["nodes"].items() if e.get("status") != "ok" and n not in last)
+
+
 def good_nodes(path, manifest: dict) -> dict:
     """Node id -> entry of every node whose result is good and still on disk."""
     sync_reports(path, manifest)
