@@ -71,7 +71,9 @@ def test_unknown_config_name_and_context_warning(tmp_path, capsys):
 
 def test_json_gives_total_and_active_parameters(capsys):
     assert cli.main(["llm", "mixtral-8x7b", "--no-measure", "--json", "--out", "/nonexistent-rooflab"]) == 0
-    d = json.loads(capsys.readouterr().out)
+    got = capsys.readouterr()
+    d = json.loads(got.out)
+    assert "nothing is written" in got.err  # counts only, said (issue 37: `--out /proc/x` said nothing)
     assert d["params"]["total"] == 46_702_792_704 and d["params"]["active"] == 12_879_925_248
 
 

@@ -151,14 +151,21 @@ def _roofline_panel(ax, recs: list[dict], ceilings: dict | None) -> list:
     lo, hi = min(xs) / 4, max(xs) * 4
     grid = np.geomspace(lo, hi, 200)
     pending = []
-    for c in _roofs(ceilings):
-        if c["threads"] not in threads:
-            continue
+    roofs = [c for c in _roofs(ceilings) if c["threads"] in threads]
+    # a memory roof stops at the highest FP32/FP64 peak of its thread count (never above what can be true)
+    top = {
+        t: max((c["value"] for c in roofs if c["kind"] == "compute" and c["threads"] == t
+                and c.get("dtype") in ("float32", "float64")), default=None)
+        for t in threads
+    }  # fmt: skip
+    for c in roofs:
         if c["kind"] == "compute":
             ax.axhline(c["value"], color="0.4", lw=0.8)
             pending.append((ax, c["name"], c["value"], None, "left"))
         elif c["kind"] == "bandwidth" and c.get("level") == "DRAM" and c.get("kernel") == "triad":
-            ax.plot(grid, grid * c["value"], color="0.4", lw=0.8, ls="--")
+            cap = top.get(c["threads"])
+            xs_roof = grid[grid * c["value"] <= cap] if cap else grid
+            ax.plot(xs_roof, xs_roof * c["value"], color="0.4", lw=0.8, ls="--")
             pending.append((ax, c["name"], None, c["value"], "left"))
     by_variant: dict = {}
     for r, x in zip(recs, xs):

@@ -75,9 +75,11 @@ def main(args) -> int:
     setup = from_args(args, device, check_out=False)  # the folder is checked when the result is written
     try:
         ceil, src = setup.find_ceilings()
-    except RooflabError:
+    except RooflabError as e:
         if not args.no_measure:
             raise
+        print(f"note: {e.message}: parameter counts, FLOPs and bytes only; "
+              "nothing is written", file=sys.stderr)  # fmt: skip
         return _counts_only(arch, inp, summary, args.json)
     if grid is not None:
         return _run_grid(arch, args, inp, runtime, grid, summary, setup, ceil, src)
