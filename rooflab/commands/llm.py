@@ -78,9 +78,7 @@ def main(args) -> int:
     except RooflabError as e:
         if not args.no_measure:
             raise
-        print(f"note: {e.message}: parameter counts, FLOPs and bytes only; "
-              "nothing is written", file=sys.stderr)  # fmt: skip
-        return _counts_only(arch, inp, summary, args.json)
+        return _counts_only(arch, inp, summary, args.json, why=e.message)
     if grid is not None:
         return _run_grid(arch, args, inp, runtime, grid, summary, setup, ceil, src)
     roofs, measured = _measure(arch, args, inp, runtime, summary, setup, ceil, src)
@@ -150,8 +148,9 @@ def _summary_head(arch, inp) -> dict:
     }  # fmt: skip
 
 
-def _counts_only(arch, inp, summary: dict, as_json: bool) -> int:
-    """--no-measure without ceilings here: parameter counts, FLOPs and bytes per phase."""
+def _counts_only(arch, inp, summary: dict, as_json: bool, why: str) -> int:
+    """--no-measure without ceilings here: parameter counts, FLOPs and bytes per phase (said, with
+    ``why``, once they are counted: a mistake in the counts is the one line instead)."""
     from ..models import llm
     from ..models.llm.predict import lines
 
@@ -161,6 +160,7 @@ def _counts_only(arch, inp, summary: dict, as_json: bool) -> int:
         "prefill": llm.totals(llm.phase_ops(arch, "prefill", 1, inp["prompt"], dtype=dtype, weights=w)),
         "decode": llm.totals(llm.phase_ops(arch, "decode", 1, context=inp["contexts"][0], dtype=dtype, weights=w)),
     }
+    print(f"note: {why}: parameter counts, FLOPs and bytes only; nothing is written", file=sys.stderr)
     print(json.dumps(summary, indent=1) if as_json else "\n".join(lines(summary)))
     return 0
 
