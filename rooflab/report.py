@@ -255,8 +255,10 @@ def _ops_section(d: dict) -> str:
         out.append(f"<p>{_esc(s.get('line', ''))}</p>")
     heavy = sorted(ops, key=lambda o: -o.get("total_time_s", 0))[:60]
     several = len({o.get("model") for o in ops}) > 1  # a models suite: which network each op is of
+    phased = any(o.get("phase") for o in ops)  # an LLM's ops: which phase each is of
     rows = [  # `place` ops and a runtime's nodes (node, op_type, runtime_s) alike
         ([str(o.get("model") or "-")] if several else [])
+        + ([str(o.get("phase") or "-")] if phased else [])
         + [
             str(o.get("name") or o.get("node") or "?"),
             str(o.get("kind") or o.get("op_type") or "-"),
@@ -275,6 +277,7 @@ def _ops_section(d: dict) -> str:
     out.append(
         _table(
             (["model"] if several else [])
+            + (["phase"] if phased else [])
             + ["op", "kind", "count", "implementation", "FLOP/B", "time us", "GFLOP/s", "% attainable", "class"],
             rows,
         )

@@ -154,3 +154,38 @@ def test_an_unknown_model_is_refused_before_any_file_and_an_empty_failed_file_is
     found = publish.scan(out)  # what build_site pages: the ceilings, not the empty failed file
     assert [f.name for f, _ in found["machines"][doc["machine"]["id"]]] == [CEILINGS.name]
     assert [why for _, why in found["skipped"]] == ["a failed run that measured nothing"]
+
+
+@pytest.mark.slow  # the tiny model's ops measured: ~10 s
+def test_an_llms_ops_table_says_which_phase_each_row_is_of(tmp_path, monkeypatch, capsys):
+    """Issue 37: the LLM's ops table had no phase column ("gate_proj + up_proj" twice, FLOP/B 49 and
+    0.499: the prefill GEMM and the decode GEMV)."""
+    from rooflab import report
+
+    monkeypatch.setenv("ROOFLAB_MACHINE", json.loads(CEILINGS.read_text())["machine"]["id"])
+    from tests.test_llm_cli import TINY, _cfg
+
+    out = tmp_path / "o"
+    argv = ["llm", _cfg(tmp_path, TINY), "--quick", "--no-own", "--no-plot", "--prompt", "16", "--context", "32",
+            "--ceilings", str(CEILINGS), "--out", str(out)]  # fmt: skip
+    assert cli.main(argv) == 0
+    (f,) = out.glob("*/rooflab-llm-*.json")
+    doc = json.loads(f.read_text())
+    gate = {o["phase"] for o in doc["ops_placed"] if o["name"] == "gate_proj + up_proj"}
+    assert gate == {"prefill 16 b1", "decode @32 b1"}
+    head = report.build([doc]).split("<h2>Model operations")[1].split("</tr>")[0]
+    assert "<th>phase</th>" in head
+
+
+def test_mark_phases_names_the_phase_sets_an_op_is_of():
+    from rooflab.models.llm import predict
+
+    gemm = {"kind": "gemm", "dtype": "float32", "shape": {"M": 16, "N": 8, "K": 8}}
+    gemv = dict(gemm, shape={"M": 1, "N": 8, "K": 8})
+    sets = [{"phase": "prefill", "prompt": 16, "batch": 1, "ops": [gemm]},
+            {"phase": "decode", "context": 32, "batch": 1, "ops": [gemv]},
+            {"phase": "decode", "context": 64, "batch": 1, "ops": [gemv]}]  # fmt: skip
+    measured = {predict._key(o): {"library": {}} for o in (gemm, gemv)}
+    predict.mark_phases(sets, measured)
+    assert measured[predict._key(gemm)]["phases"] == ["prefill 16 b1"]
+    assert measured[predict._key(gemv)]["phases"] == ["decode @32 b1", "decode @64 b1"]

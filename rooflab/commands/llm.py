@@ -213,6 +213,7 @@ def _measure_sets(sets, roofs, threads, args, runtime, machine, title, device, e
         )  # fmt: skip
     if progress:
         progress.close()
+    predict.mark_phases(sets, measured)
     return measured
 
 
@@ -293,7 +294,7 @@ def _write_outputs(summary, measured, ceil, src, setup, args) -> list[Path]:
     for e in measured.values():
         for r in (e["library"], e["own"]):
             if r is not None:
-                placed.append({**r, "model": summary["config"]})
+                placed.append({**r, "model": summary["config"], "phase": ", ".join(e.get("phases") or []) or None})
     writer.data["ops_placed"] = placed
     writer.data["llm"] = summary
     writer.finish("complete")

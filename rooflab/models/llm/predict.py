@@ -90,6 +90,19 @@ def _key(op: dict) -> tuple:
     return (op["kind"], op["dtype"], tuple(sorted(op["shape"].items())))
 
 
+def mark_phases(phase_sets: list[dict], measured: dict) -> None:
+    """Each measured op's ``phases``: the phase sets it occurs in ("prefill 128 b1", "decode @1024
+    b1"), so a table of the distinct ops says which phase a row is of (the same name, gate_proj +
+    up_proj, is a GEMM in prefill and a GEMV in decode)."""
+    for s in phase_sets:
+        where = f"prefill {s['prompt']}" if s["phase"] == "prefill" else f"decode @{s['context']}"
+        label = f"{where} b{s['batch']}"
+        for o in s["ops"]:
+            e = measured.get(_key(o))
+            if e is not None and label not in e.setdefault("phases", []):
+                e["phases"].append(label)
+
+
 def roof_time(op: dict, roofs: place.Roofs, cold: bool, dtype: str | None = None) -> dict:
     """The roofs' time for ``op`` at the dtype it executes in here (at ``dtype``'s bytes when given):
     max(F/peak, B/BW, latency)."""
