@@ -153,6 +153,7 @@ def test_copy_is_a_load_store_loop_not_memcpy():
     )
 
 
+@pytest.mark.slow  # compiles the read kernel at every accumulator count: ~4.5 s
 @pytest.mark.skipif(not clock.SUPPORTED, reason="x86-64 assembly checks")
 def test_read_kernel_keeps_several_vector_accumulators():
     k = _fresh(stream.read_sum)

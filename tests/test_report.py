@@ -213,6 +213,7 @@ def _report_inputs():
     return ceil, gemm, json.loads(MODELS.read_text()), runtime
 
 
+@pytest.mark.slow  # four results drawn, a ceilings run's charts among them: ~9 s
 def test_report_takes_every_result_kind_and_shows_placements_as_ops_on_their_machine():
     from rooflab import report
 
