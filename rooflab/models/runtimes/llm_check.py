@@ -7,6 +7,28 @@ kind of op beside the runtime's per-node-type times, and the summary lines of a 
 from __future__ import annotations
 
 
+def phase_row(rows: list[dict], phase: str, batch: int, prompt: int, context: int) -> dict:
+    """rooflab's prediction row (llm.predict.assemble) of the phase the runtime just ran."""
+    return next(
+        r
+        for r in rows
+        if r["phase"] == phase
+        and r["batch"] == batch
+        and (r.get("prompt") == prompt if phase == "prefill" else r.get("context") == context)
+    )
+
+
+def measured_fields(phase: str, batch: int, prompt: int, context: int, m: dict) -> dict:
+    """The runtime's side of a checked phase: where it ran and what the driver timed (``m``:
+    Driver.time_runs, its noise checks with it)."""
+    return {
+        "batch": batch,
+        **({"context": context} if phase == "decode" else {"prompt": prompt}),
+        "measured_s": m["median_s"],
+        "measured_noise": m["noise_reasons"],  # the driver's checks of the timed runs (spread, clock)
+    }
+
+
 def runtime_prediction(row: dict, own: str) -> tuple[float, int]:
     """(seconds, ops) of a phase predicted with the runtime's own kernels wherever rooflab timed
     them: an op timed with the runtime's kernel beside the others (``runtime_seconds``: the fp32
@@ -63,7 +85,7 @@ def predicted_by_kind(row: dict) -> dict:
 
 
 def lines(c: dict) -> list[str]:
-    """The check's summary lines; a torch check (runtimes.torch_llm) carries its own name and per-op key."""
+    """The check's summary lines; a torch check (runtimes.pytorch) carries its own name and per-op key."""
     name = c.get("check_name", "onnxruntime")
     what = "model" if name == "torch" else "graph"
     weights = f", {c['weights']}" if c.get("weights") else ""

@@ -39,7 +39,7 @@ from ...cpu.backend import step_driver
 from ...errors import RooflabError, first_line
 from .. import llm
 from ..llm import export as llm_export
-from .llm_check import KIND_TO_ORT, overhead, predicted_by_kind, runtime_prediction
+from .llm_check import KIND_TO_ORT, measured_fields, overhead, phase_row, predicted_by_kind, runtime_prediction
 from .ort_nodes import GraphIndex, map_optimized, parse_profile, rows_for, skeleton
 from .placement import median
 
@@ -392,13 +392,7 @@ def compare(
             if weights:
                 path = quantize(path, weights)
             m = timed(path, threads, runs)
-            row = next(
-                r
-                for r in rows
-                if r["phase"] == phase
-                and r["batch"] == batch
-                and (r.get("prompt") == prompt if phase == "prefill" else r.get("context") == context)
-            )
+            row = phase_row(rows, phase, batch, prompt, context)
             predicted, ort_ops = runtime_prediction(row, "-ort-")
             by_kind, extra = predicted_by_kind(row), {}
             if phase == "decode" and graph_kv_copy is not None:
@@ -412,10 +406,7 @@ def compare(
             best = row["seconds"] + cost + (extra.get("graph_kv_copy_s", 0.0) - extra.get("kv_append_s", 0.0))
             predicted += cost
             out[phase] = {
-                "batch": batch,
-                **({"context": context} if phase == "decode" else {"prompt": prompt}),
-                "measured_s": m["median_s"],
-                "measured_noise": m["noise_reasons"],  # the driver's checks of the timed runs (spread, clock)
+                **measured_fields(phase, batch, prompt, context, m),
                 "predicted_s": predicted,
                 "runtime_overhead_s": cost,
                 "runtime_overhead_how": how,

@@ -352,7 +352,7 @@ def rows_for(index: GraphIndex, opt_nodes, groups, times: dict[str, list[float]]
 
 
 def _work(index: GraphIndex, parts: list[dict], covered: set[int]) -> dict:
-    """parts_work with the tensors that stay inside the row (runtime.py's rule)."""
+    """parts_work with the tensors that stay inside the row (placement.parts_work's rule)."""
     if len(parts) == 1:
         op = parts[0]
         return parts_work(parts, written=opsmod.output_bytes(op))

@@ -253,7 +253,7 @@ def _walk(run_event, info: dict, dtype: str) -> tuple[list[dict], float]:
 
 
 def profile_torch(model, example_inputs, *, threads: int, quick: bool = False, runs: int | None = None) -> dict:
-    """Run ``model(*example_inputs)`` under the PyTorch profiler; the ``profile`` dict of runtime.py."""
+    """Run ``model(*example_inputs)`` under the PyTorch profiler; the ``profile`` dict placement.place_profile places."""
     torch = import_torch()
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -574,21 +574,12 @@ def compare(config, rows: list[dict], threads: int, prompt: int, context: int, r
             if phase not in phases:
                 continue
             m = timed(model, phase, n, arch.vocab, runs, batch=batch)
-            row = next(
-                r
-                for r in rows
-                if r["phase"] == phase
-                and r["batch"] == batch
-                and (r.get("prompt") == prompt if phase == "prefill" else r.get("context") == context)
-            )
+            row = llm_check.phase_row(rows, phase, batch, prompt, context)
             pred, torch_ops = runtime_prediction(row)
             overhead, how = llm_check.overhead(m["aten_calls"], {"node": call_floor})
             pred += overhead
             out[phase] = {
-                "batch": batch,
-                **({"context": context} if phase == "decode" else {"prompt": prompt}),
-                "measured_s": m["median_s"],
-                "measured_noise": m["noise_reasons"],  # the driver's checks of the timed runs (spread, clock)
+                **llm_check.measured_fields(phase, batch, prompt, context, m),
                 "predicted_s": pred,
                 "predicted_how": (
                     f"torch's own kernels for the {torch_ops} op shape(s) rooflab timed in torch, rooflab's best for the rest"
