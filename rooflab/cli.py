@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import RooflabError
+from .errors import RooflabError, interrupted
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     except RooflabError as e:
         print(f"rooflab: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemError) as e:  # Ctrl-C, also inside a compiled kernel (errors.interrupted)
+        if not interrupted(e):
+            raise
         print("rooflab: interrupted", file=sys.stderr)
         return 130
     except OSError as e:  # an output path that cannot be written (a folder that cannot be made, /proc, ...)

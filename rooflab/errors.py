@@ -38,3 +38,17 @@ def first_line(e: BaseException, limit: int = 240) -> str:
     if end >= limit // 3:
         return cut[: end + 1]
     return cut[: cut.rfind(" ")].rstrip(",;:") + " ..." if " " in cut else cut + " ..."
+
+
+def interrupted(e: BaseException) -> bool:
+    """Ctrl-C, also when it arrived inside a compiled function: numba's dispatcher then raises
+    SystemError ("returned a result with an exception set") with the KeyboardInterrupt as its cause,
+    and a run stopped by the user ended in a traceback and exit 1 instead of its interrupted path."""
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        if not isinstance(e, SystemError):
+            return False
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False

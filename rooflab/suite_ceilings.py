@@ -16,6 +16,7 @@ import numpy as np
 
 from . import roofline
 from .driver import Driver
+from .errors import interrupted
 from .kernels.cpu import ert, stream
 from .memory import fmt_bytes, require_fits
 from .registry import Case
@@ -680,14 +681,16 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
     try:
         _measure_phases(ph, driver, writer, progress, passes, latency, peaks, lowprec, bandwidth, chases, parts,
                         dram_cases, runtimes)  # fmt: skip
-    except KeyboardInterrupt:  # the phases that finished give their ceilings; the caller marks the file
+    except (KeyboardInterrupt, SystemError) as e:  # the phases that finished give their ceilings
+        if not interrupted(e):
+            raise
         _derive(writer, driver, machine)
         writer.data["notes"].append(
             "interrupted: the ceilings are those of the phases that finished (a phase cut short gives what its "
             "finished passes measured); never a default for placement (name it with --ceilings to use it)"
         )
         writer.data["notes"] += roofline.mark_implausible(writer.data["ceilings"])
-        raise
+        raise KeyboardInterrupt from None  # the caller marks the file interrupted
     with ph("ceilings"):
         _derive(writer, driver, machine)
     if roofline.implausible(writer.data["ceilings"]):  # a phase only when there is something to re-measure

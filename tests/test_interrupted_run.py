@@ -55,3 +55,28 @@ def test_ctrl_c_after_the_peaks_keeps_their_ceilings_and_is_no_default(tmp_path)
 
     with pytest.raises(RooflabError, match="it is interrupted|lacks"):  # never the default
         find_ceilings(out, d["machine"]["id"], "cpu", None)
+
+
+def test_ctrl_c_inside_a_compiled_function_is_an_interrupt_not_a_traceback(monkeypatch, capsys):
+    """Found by the Ctrl-C test (1 run in 10): a SIGINT inside a numba parallel function (the clock
+    probe's chains) surfaced as SystemError("... returned a result with an exception set") caused by
+    the KeyboardInterrupt: exit 1 and a traceback, the result left 'running'."""
+    from rooflab import cli
+    from rooflab.commands import COMMANDS
+    from rooflab.errors import interrupted
+
+    def wrapped():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as k:
+            raise SystemError(
+                "CPUDispatcher(<function add_chain_probes>) returned a result with an exception set"
+            ) from k
+
+    with pytest.raises(SystemError) as got:
+        wrapped()
+    assert interrupted(got.value) and interrupted(KeyboardInterrupt())
+    assert not interrupted(SystemError("a real one")) and not interrupted(ValueError("x"))
+    monkeypatch.setattr(COMMANDS["info"], "main", lambda args: wrapped())
+    assert cli.main(["info"]) == 130
+    assert "interrupted" in capsys.readouterr().err

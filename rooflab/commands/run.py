@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import RooflabError
+from ..errors import RooflabError, interrupted
 from ..results import RUNS_DIR
 
 HELP = "measure ceilings (and model ops) and write a result file + plots"
@@ -163,7 +163,9 @@ def _run_suite_to_file(suite: str, setup, args, max_ws: int | None, budget: floa
     settings = Settings(budget_s=budget, target_s=0.004 if args.quick else 0.01, max_attempts=2 if args.quick else 3)
     try:
         _measure_suite(suite, setup, _driver(setup.device, settings), writer, progress, args, max_ws)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemError) as e:  # Ctrl-C, also inside a compiled kernel
+        if not interrupted(e):
+            raise
         progress.close()
         writer.finish("interrupted")
         print(_interrupted_line(writer), file=sys.stderr)
