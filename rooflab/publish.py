@@ -67,12 +67,14 @@ def scan(root: Path) -> dict:
     return {"machines": machines, "fleets": fleets, "asv": asv, "skipped": skipped}
 
 
-def _result_page(doc: dict, ceilings: dict | None) -> str:
+def _result_page(path: Path, doc: dict) -> str:
     """A result's page: the report of it (rooflab.report.build), as `rooflab report` renders it, a
-    kernel family's rungs drawn on its machine's newest ceilings."""
+    kernel family's rungs drawn on its machine's newest complete ceilings of its device beside it."""
+    from .ceilings_file import ceilings_beside
     from .report import build, kind_of
 
-    return build([doc], [ceilings if kind_of(doc) == "family" else None], up="index.html")
+    ceilings = ceilings_beside(path, doc) if kind_of(doc) == "family" else None
+    return build([doc], [ceilings], up="index.html")
 
 
 def build_site(root: Path, site: Path) -> dict:
@@ -83,11 +85,10 @@ def build_site(root: Path, site: Path) -> dict:
         folder = site / "machines" / mid
         folder.mkdir(parents=True, exist_ok=True)
         items = sorted(items, key=lambda fd: fd[1].get("started") or "", reverse=True)
-        newest_ceilings = next((d for _, d in items if d.get("suite") == "ceilings"), None)
         rows = []
         for f, doc in items:
             name = f.stem + ".html"
-            (folder / name).write_text(_result_page(doc, newest_ceilings))
+            (folder / name).write_text(_result_page(f, doc))
             rows.append(
                 f"<tr><td><a href='{_esc(name)}'>{_esc(doc.get('suite'))} on {_esc(doc.get('device'))}</a></td>"
                 f"<td>{_esc(doc.get('started'))}</td><td>{_esc(doc.get('status'))}</td>"

@@ -684,12 +684,15 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
     except (KeyboardInterrupt, SystemError) as e:  # the phases that finished give their ceilings
         if not interrupted(e):
             raise
-        _derive(writer, driver, machine)
-        writer.data["notes"].append(
-            "interrupted: the ceilings are those of the phases that finished (a phase cut short gives what its "
-            "finished passes measured); never a default for placement (name it with --ceilings to use it)"
-        )
-        writer.data["notes"] += roofline.mark_implausible(writer.data["ceilings"])
+        try:
+            _derive(writer, driver, machine)
+            writer.data["notes"].append(
+                "interrupted: the ceilings are those of the phases that finished (a phase cut short gives what "
+                "its finished passes measured); never a default for placement (name it with --ceilings to use it)"
+            )
+            writer.data["notes"] += roofline.mark_implausible(writer.data["ceilings"])
+        except Exception as d:  # partial records that do not derive: the records are kept, said so
+            writer.data["notes"].append(f"interrupted: no ceilings derived from the phases that finished ({d!r})")
         raise KeyboardInterrupt from None  # the caller marks the file interrupted
     with ph("ceilings"):
         _derive(writer, driver, machine)

@@ -256,3 +256,12 @@ def test_a_long_reason_ends_at_a_whole_sentence_or_word():
     assert first_line(ray_like, 150).endswith("dead or unavailable.")
     assert first_line(Exception("word " * 100), 50).endswith("word ...")
     assert first_line(Exception("short"), 50) == "short" and first_line(Exception(""), 50) == "Exception"
+
+
+def test_superseded_reads_only_a_run_that_names_its_nodes():
+    """A Slurm manifest records how many nodes a run had (an int), not which: nothing is superseded,
+    and the site and fleet page do not fail on it."""
+    m = store.new_manifest("slurm", {"suite": "probe", "device": "cpu", "quick": False})
+    m["runs"] = [{"nodes": 3}, {"nodes": 1}]
+    m["nodes"]["a"] = {"node_id": "a", "status": "failed"}
+    assert store.superseded(m) == []

@@ -189,3 +189,15 @@ def test_mark_phases_names_the_phase_sets_an_op_is_of():
     predict.mark_phases(sets, measured)
     assert measured[predict._key(gemm)]["phases"] == ["prefill 16 b1"]
     assert measured[predict._key(gemv)]["phases"] == ["decode @32 b1", "decode @64 b1"]
+
+
+def test_a_sweeps_end_point_is_kept_whatever_its_drop():
+    """An end point has one neighbour: a single DRAM point after a server's L3 (5-10x above it) is real."""
+    from rooflab.charts.staircase import _cannot_be_true
+
+    def pts(*gbps):
+        return [{"working_set_bytes": 1 << (10 + i), "gbps": {"median": g}} for i, g in enumerate(gbps)]
+
+    assert _cannot_be_true(pts(400.0, 390.0, 40.0)) == []
+    sel = pts(400.0, 0.001, 390.0)
+    assert _cannot_be_true(sel) == [sel[1]]

@@ -112,9 +112,10 @@ def _panel(ax, result, rf: Roofline, threads, ops, markers) -> dict:
     top_of = {d: max(c["value"] for c in peaks if c["dtype"] == d) for d in {c["dtype"] for c in peaks}}
     cap = top_of.get(primary) if primary else None
     theo = [p for p in _theoretical(result) if p["threads"] == threads]
-    theory_cap = cap is None and bool(theo)  # no measured peak that can be true: the datasheet's stops the roofs
+    fp = [p["gflops"] for p in theo if p.get("dtype") in ("float32", "float64")]  # not tensor cores' 10-100x
+    theory_cap = cap is None and bool(fp)  # no measured peak that can be true: the datasheet's stops the roofs
     if theory_cap:
-        cap = max(p["gflops"] for p in theo)
+        cap = max(fp)
     # continued dotted up to the higher FP32/FP64 peak (not to tensor-core peaks, 10-100x above)
     above = sorted({v for d, v in top_of.items() if cap and v > cap * 1.001 and d in ("float32", "float64")})
     lows = []

@@ -131,16 +131,12 @@ OUTLIER = 0.2  # a sweep point below this share of both neighbours' medians cann
 
 
 def _cannot_be_true(sel: list[dict]) -> list[dict]:
-    """Points of one kernel's sweep (by working set) far below both neighbours (the ends: their one
-    neighbour): adjacent working sets never differ by a factor of 5, so such a point is a broken
-    sample (a stolen core for the whole burst, a timer fault), not a level."""
+    """Points of one kernel's sweep (by working set) far below both neighbours: a point between two
+    of its own level's is never 5x below both, so such a point is a broken sample (a stolen core for
+    the whole burst, a timer fault), not a level. The ends have one neighbour and are kept (a single
+    DRAM point after a server's L3, 5-10x above it, is real)."""
     m = [p["gbps"]["median"] for p in sel]
-    out = []
-    for i, v in enumerate(m):
-        near = [m[j] for j in (i - 1, i + 1) if 0 <= j < len(m)]
-        if near and all(v < OUTLIER * n for n in near):
-            out.append(sel[i])
-    return out
+    return [sel[i] for i in range(1, len(m) - 1) if m[i] < OUTLIER * m[i - 1] and m[i] < OUTLIER * m[i + 1]]
 
 
 def bandwidth_figure(result: dict):

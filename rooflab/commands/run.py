@@ -172,7 +172,7 @@ def _run_suite_to_file(suite: str, setup, args, max_ws: int | None, budget: floa
         return 130
     except RooflabError:
         progress.close()
-        if writer.data["records"] or writer.data.get("ops_placed"):
+        if writer.data["records"] or writer.data.get("ops_placed") or writer.data.get("errors"):
             writer.finish("failed")  # what was measured is kept, marked
         else:
             writer.path.unlink(missing_ok=True)  # nothing measured: no file that a listing would show

@@ -129,9 +129,10 @@ def superseded(manifest: dict) -> list[str]:
     had left the cluster (a dead node comes back under a new Ray id). The fleet's counts leave them
     out and say how many: a resumed fleet whose every node now has a result is whole."""
     runs = manifest.get("runs") or []
-    if len(runs) < 2:
+    last = runs[-1].get("nodes") if len(runs) >= 2 else None
+    if not isinstance(last, list):  # one run, or an engine that records a count (Slurm: how many it ran)
         return []
-    last = set(runs[-1].get("nodes") or [])
+    last = set(last)
     return sorted(n for n, e in manifest["nodes"].items() if e.get("status") != "ok" and n not in last)
 
 
