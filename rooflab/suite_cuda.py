@@ -248,6 +248,11 @@ def steps(writer, plan: Plan) -> list[tuple[str, object]]:
 def run(writer, *, quick: bool, progress, budget_s: float | None = None) -> None:
     import cupy as cp
 
+    global _DRIVER
+    # a driver per run: its verifications (a case's error is remembered for the run) and its best clock
+    # are this run's; a second run in one process kept the first one's launch errors
+    _DRIVER = None
+
     plan = Plan(writer.data["machine"]["gpu"], cp.cuda.runtime.memGetInfo()[0], quick, budget_s)
     writer.data["config"]["gpu_plan"] = {
         "hbm_sizes": plan.hbm_sizes,
