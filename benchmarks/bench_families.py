@@ -1,4 +1,4 @@
-"""The kernel families in asv (gemm, qgemm, conv, elementwise, chase, latency): for each family's quick suite (the same cases `rooflab run --suite
+"""The kernel families in asv (gemm, qgemm, qconv, conv, elementwise, chase, latency): for each family's quick suite (the same cases `rooflab run --suite
 FAMILY --quick` measures), variant 0 (the library) and the best rung of each op, so a regression of
 either our best kernel or the library shows up across commits. Parameters come from the families'
 own declarations (rooflab.registry.family_cases); setup builds and verifies once per process; a
@@ -6,7 +6,10 @@ kernel that fails its check fails its benchmark instead of producing a number.""
 
 from ._common import bench_params, prepared
 
-FAMILIES = ("gemm", "qgemm", "conv", "elementwise", "chase", "latency")
+# families whose quick suite runs, per case, the library and the one rung that takes that shape
+# (qconv: im2col for a dense conv, the direct kernel for a depthwise one): every case is kept
+EVERY_CASE = ("qconv",)
+FAMILIES = ("gemm", "qgemm", "qconv", "conv", "elementwise", "chase", "latency")
 
 
 def _selected(family):
@@ -21,6 +24,8 @@ def _selected(family):
     # bench_ceilings's low-precision benchmarks)
     if family != "lowprec":
         cases = [c for c in cases if not c.variant.startswith("cpu.lowprec.")]
+    if family in EVERY_CASE:
+        return cases
     ladders: dict = {}  # one ladder per (variant prefix, op): the library and its best rung (registry.best_of)
     for c in cases:
         v = get_variant(c.variant)
@@ -87,6 +92,14 @@ class QgemmCPU(_Family):
 
     family = "qgemm"
     params = (_labels("qgemm"),)
+    param_names = ["case"]
+
+
+class QconvCPU(_Family):
+    """The 8-bit convs: im2col into the INT8 GEMM and depthwise, each beside onnxruntime's QLinearConv."""
+
+    family = "qconv"
+    params = (_labels("qconv"),)
     param_names = ["case"]
 
 

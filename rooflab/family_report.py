@@ -54,6 +54,8 @@ def rate(rec: dict) -> tuple[float | None, str]:
         return ns_per_hop(rec), "ns"
     if rec.get("family") in ("latency", "launch") and rec.get("ns_per_launch"):
         return rec["ns_per_launch"]["median"], "ns"
+    if rec.get("family") == "qconv" and (rec.get("gflops") or {}).get("median"):  # integer ops
+        return rec["gflops"]["median"], "GOPS"
     if rec.get("family") == "qgemm":  # integer ops as GOPS, a weight-only GEMV by the bytes it reads
         from .families.qgemm import rate_of
 

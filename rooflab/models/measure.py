@@ -70,11 +70,15 @@ def rotation_inputs(variant, shape: dict, dtype, threads: int, first: tuple, cop
 
 def variants_for(op: dict, device: str):
     """(library variants, own variants) that execute ``op``. Where some variant names the op's dtype
-    (a bfloat16 GEMM on a CPU with a BF16 unit: the bgemm family), those run it; else the variants
-    that take any dtype or float32, and the op runs in float32 (executed_dtype)."""
+    (a bfloat16 GEMM on a CPU with a BF16 unit: the bgemm family; an 8-bit conv: qconv), those run
+    it; else, for a float op, the variants that take any dtype or float32, and the op runs in
+    float32 (executed_dtype). An 8-bit op never falls back to a float kernel."""
     vs = list_variants(device=device, op=op["kind"])
     named = [v for v in vs if op["dtype"] in v.dtypes]
-    vs = named or [v for v in vs if not v.dtypes or "float32" in v.dtypes]
+    if named:
+        vs = named
+    else:  # an integer GEMM's variants take any dtype; a float kernel never runs 8-bit codes
+        vs = [v for v in vs if not v.dtypes or ("float32" in v.dtypes and op["dtype"] != "int8")]
     return [v for v in vs if v.library], [v for v in vs if not v.library]
 
 
@@ -255,7 +259,8 @@ def measure_ops(
             continue
         library, mine = variants_for(op, device)
         if not library:
-            fail(op, "framework", RooflabError(f"no {device} variant executes {op['kind']!r} ops"))
+            on = " on 8-bit tensors" if op["dtype"] == "int8" else ""
+            fail(op, "framework", RooflabError(f"no {device} variant executes {op['kind']!r} ops{on}"))
             continue
         best_own = None
         for v in library + (mine if own else []):
