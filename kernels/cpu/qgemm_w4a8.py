@@ -22,12 +22,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .simd import vfma, vhsum, vload, vmul, vzero
-from .simd_q import ILANES, bscale, dpbusd, icvt, iload, inib_hi, inib_lo, izero
+from .simd import prefetch, vfma, vhsum, vload, vmul, vzero
+from .simd_q import ILANES, bscale, dpbusd2, icvt, iload, inib_hi, inib_lo, izero
 
 BLOCK = 32
 G = max(ILANES // 4, 1)  # blocks per vector: 16 packed bytes of a block = 4 int32 lanes
-GROUP = G * BLOCK  # bytes of activations per group of G blocks (their evens, then their odds)
+GROUP = G * BLOCK
+PREFETCH_WORDS = 1024  # software prefetch distance in int32 words of codes (4 KB: two K = 4096 rows ahead)
 
 
 def layout(M: int, K: int):
@@ -67,19 +68,12 @@ def quantize_a(A, a8, asl, zc):
 
 
 @njit(fastmath=True, inline="always")
-def _row(P32, P8, S, r, nb, a32, a8, asl, zc):
-    """y of weight row r against one quantized activation row."""
-    acc = vzero(asl)
-    ng = nb // G
-    w0 = r * nb * 4  # int32 words of row r (4 per block)
-    for g in range(ng):
-        v = iload(P32, w0 + g * ILANES)
-        d = dpbusd(izero(P32), inib_lo(v), iload(a32, 2 * g * ILANES))
-        d = dpbusd(d, inib_hi(v), iload(a32, 2 * g * ILANES + ILANES))
-        acc = vfma(vmul(bscale(S, r * nb + g * G), vload(asl, g * ILANES)), icvt(d), acc)
-    y = vhsum(acc)
+def _rest(P8, S, r, nb, a8, asl, zc):
+    """Row r's blocks past the last full group (scalar) less its zero point's term sum_b sw zc."""
     half = BLOCK // 2
-    for b in range(ng * G, nb):  # blocks past the last full group
+    ng = nb // G
+    y = np.float32(0.0)
+    for b in range(ng * G, nb):
         i = b - ng * G
         base = ng * GROUP + i * half
         t = 0
@@ -95,6 +89,39 @@ def _row(P32, P8, S, r, nb, a32, a8, asl, zc):
     for b in range(nz, nb):
         zs += S[r * nb + b] * zc[b]
     return y - zs
+
+
+@njit(fastmath=True, inline="always")
+def _group(P32, S, r, nb, g, lo, hi, sa, acc):
+    """acc + row r's group g: two dot steps (low nibbles x even activations, high x odd), converted,
+    scaled by the blocks' weight scales x their activation scales."""
+    v = iload(P32, r * nb * 4 + g * ILANES)
+    d = dpbusd2(izero(P32), inib_lo(v), lo, inib_hi(v), hi)
+    return vfma(vmul(bscale(S, r * nb + g * G), sa), icvt(d), acc)
+
+
+@njit(fastmath=True, inline="always")
+def _row(P32, P8, S, r, nb, a32, a8, asl, zc):
+    """y of weight row r against one quantized activation row: two accumulators (two groups per
+    step) so the FMA chain does not set the pace."""
+    ng = nb // G
+    acc0, acc1 = vzero(asl), vzero(asl)
+    ahead = r * nb * 4 + PREFETCH_WORDS
+    for g in range(0, ng - 1, 2):
+        prefetch(P32, ahead + g * ILANES)
+        acc0 = _group(
+            P32, S, r, nb, g, iload(a32, 2 * g * ILANES), iload(a32, (2 * g + 1) * ILANES), vload(asl, g * ILANES), acc0
+        )
+        h = g + 1
+        acc1 = _group(
+            P32, S, r, nb, h, iload(a32, 2 * h * ILANES), iload(a32, (2 * h + 1) * ILANES), vload(asl, h * ILANES), acc1
+        )
+    if ng % 2:
+        g = ng - 1
+        acc0 = _group(
+            P32, S, r, nb, g, iload(a32, 2 * g * ILANES), iload(a32, (2 * g + 1) * ILANES), vload(asl, g * ILANES), acc0
+        )
+    return vhsum(acc0) + vhsum(acc1) + _rest(P8, S, r, nb, a8, asl, zc)
 
 
 @njit(parallel=True, cache=True)
