@@ -32,7 +32,7 @@ import numpy as np
 
 from . import verify
 from .backend import Backend
-from .errors import RooflabError
+from .errors import RooflabError, VerificationError
 from .memory import check_footprint
 from .registry import Case, Variant, check_cases, get_variant
 from .timing import invert_stats, summarize
@@ -227,6 +227,26 @@ class Driver:
         dtype = variant.result_dtype(*inputs, **params) if variant.result_dtype else None
         return verify.check(got, expected, dtype=dtype, what=variant.name, kind=variant.tolerance)
 
+    @staticmethod
+    def _verify_rotation(variant: Variant, copies: list, run_all: Callable, params: dict) -> None:
+        """A rotation the variant runs its own way (Variant.rotate: one merged graph) is another
+        execution path than the kernel each copy was verified with: each of its outputs, one per
+        copy in order, is checked against that copy's reference before it is timed."""
+        outs = list(run_all())
+        if len(outs) != len(copies):
+            raise VerificationError(
+                f"{variant.name}: its rotation returned {len(outs)} outputs for {len(copies)} copies"
+            )
+        for c, got in zip(copies, outs):
+            dtype = variant.result_dtype(*c, **params) if variant.result_dtype else None
+            verify.check(
+                got,
+                variant.reference(*c, **params),
+                dtype=dtype,
+                what=f"{variant.name} (rotation)",
+                kind=variant.tolerance,
+            )
+
     def measure(
         self,
         variant: Variant | str,
@@ -349,10 +369,22 @@ class Driver:
     ):
         """``copies``: the inputs, then any rotation copies; a sample runs each once, charged per copy."""
         with self.backend.threads(threads):
+            run_all = None  # the variant's own way through the copies (one graph), verified first
+            if len(copies) > 1 and variant.rotate:
+                run_all = variant.rotate(copies, threads=threads, **params)
+                if run_all is not None:
+                    self._verify_rotation(variant, copies, run_all, params)
 
             def make_call(r):
                 if len(copies) == 1:
                     return lambda: variant.kernel(*copies[0], reps=r, threads=threads, **params)
+                if run_all is not None:
+
+                    def rotated():
+                        for _ in range(r):
+                            run_all()
+
+                    return rotated
 
                 def rotate():
                     for c in copies:

@@ -65,6 +65,10 @@ class Variant:
     roles: tuple = ()
     max_flops: float | None = None  # a suite times it up to this many FLOPs per call (slow rungs)
     after_run: Callable | None = None  # after_run(*inputs) -> dict: what the kernel measured on the chip
+    # rotate(copies, threads, **params) -> a callable that runs every copy once, or None: how a library
+    # that runs graphs is timed over a rotation of weight copies (one session whose nodes hold the
+    # copies, as a model's layers), where the default calls the kernel once per copy
+    rotate: Callable | None = None
 
     def __call__(self, *arrays, **params):
         return self.kernel(*arrays, **{**self.defaults, **params})

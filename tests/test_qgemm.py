@@ -301,3 +301,35 @@ def test_quantized_ops_are_placed_on_the_roof_of_their_unit():
     prefill = ops.normalize({"kind": "qgemm_nbits", "name": "p", "shape": {"M": 128, "N": 4096, "K": 4096, "bits": 4}})
     p = place.place_op(prefill, 1e-3, 1, roofs, "own-cpu")  # each panel widened once for 128 rows: FP32 FMAs
     assert p["peak_used"] == fp32["name"] + " (codes widened once per packed panel, then FP32 FMAs)"
+
+
+@pytest.mark.skipif(not HAVE_ORT, reason="onnxruntime not installed")
+def test_an_ort_rotation_is_one_merged_graph_each_output_verified():
+    """A rotation over weight copies of an onnxruntime rung runs as one session of every copy's node
+    (as a decode step's graph runs its layers), timed only after each of its outputs matches its
+    copy's reference; a merged graph that crossed two copies' weights fails the record."""
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import Driver, Settings
+
+    v = rooflab.get_variant("cpu.qgemm.00-ort-matmulnbits")
+    shape = {"M": 1, "N": 24, "K": 64, "bits": 4}
+    first = v.inputs(shape)
+    copies = [first, *((first[0], *v.inputs(shape, seed=i)[1:]) for i in (1, 2))]
+    run_all = v.rotate(copies, threads=1)
+    outs = run_all()
+    assert len(outs) == 3
+    for c, got in zip(copies, outs):
+        np.testing.assert_array_equal(got, v.kernel(*c, threads=1))  # the same MLAS kernel, node for node
+    assert v.rotate([first, v.inputs(shape, seed=1)], threads=1) is None  # activations not shared: per copy
+    used = []
+    spied = v.__class__(**{**v.__dict__, "rotate": lambda cs, **k: used.append(1) or v.rotate(cs, **k)})
+    d = Driver(cpu_backend(probe=False), Settings(budget_s=0.0, min_samples=1, max_attempts=1))
+    assert d.measure(spied, copies[0], reps=1, rotation=copies[1:]).status == "ok" and used
+
+    def crossed(cs, **k):
+        run = v.rotate(cs, **k)
+        return lambda: [run()[1], *run()[1:]]
+
+    bad = v.__class__(**{**v.__dict__, "rotate": crossed})
+    rec = d.measure(bad, copies[0], reps=1, rotation=copies[1:])
+    assert rec.status == "failed" and "rotation" in rec.error

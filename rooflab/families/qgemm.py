@@ -281,6 +281,35 @@ def matmulnbits_model(packed: np.ndarray, scales: np.ndarray, accuracy_level: in
     return _graph(node, [a], y, inits)
 
 
+class OrtRotation:
+    """The ``rotate`` hook of an onnxruntime weight variant (registry.Variant): one session of every
+    copy's node (ort_session.merged_session), fed the copies' shared activations, as a decode step's
+    graph runs its layers; the last rotation's session kept (an op's rotation is timed, then the
+    next op's). None, so the driver calls the copies one by one, where the copies do not share
+    their activations or are too large to merge."""
+
+    def __init__(self, model_of, what: str):
+        self.model_of, self.what, self.last = model_of, what, None
+
+    def __call__(self, copies, threads=None, **params):
+        A = copies[0][0]
+        if any(c[0] is not A for c in copies):
+            return None
+        t = resolve_threads(threads)
+        key = (tuple(id(c[1]) for c in copies), t)
+        if self.last is None or self.last[0] != key or any(ref() is None for ref in self.last[2]):
+            from ..ort_session import merged_session
+
+            models = [self.model_of(*c[1:], **params) for c in copies]
+            self.last = None  # the previous rotation's session freed before the next is built
+            self.last = (key, merged_session(models, t, self.what), [weakref.ref(c[1]) for c in copies])
+        sess = self.last[1]
+        if sess is None:
+            return None
+        feeds = {"A": A}
+        return lambda: sess.run(None, feeds)
+
+
 _int8_session = PerWeight(lambda B, za, threads: _session(matmulinteger_model(B, za), threads))
 _nbits_session = PerWeight(lambda P, S, threads: _session(matmulnbits_model(P, S), threads))
 _int8_packed = PerWeight(lambda B, za: I8.pack(B, za))
@@ -386,6 +415,11 @@ _NBITS = dict(
     inputs=nbits_inputs, reference=nbits_reference, work=nbits_work, result_dtype=_nbits_dtype, op="qgemm_nbits"
 )
 _W4A8 = dict(inputs=w4a8_inputs, reference=w4a8_reference, work=nbits_work, result_dtype=_nbits_dtype, op="qgemm_w4a8")
+_ROTATE = {
+    "00-ort-matmulinteger": OrtRotation(lambda B, za: matmulinteger_model(B, int(np.asarray(za))), "qgemm rotation"),
+    "00-ort-matmulnbits": OrtRotation(lambda P, S: matmulnbits_model(P, S), "qgemm rotation"),
+    "00-ort-matmulnbits-a8": OrtRotation(lambda P, S: matmulnbits_model(P, S, accuracy_level=4), "qgemm rotation"),
+}
 for _name, _num, _kernel, _desc, _kw in (
     ("00-ort-matmulinteger", 0, _ort_int8, "onnxruntime MatMulInteger (MLAS, B prepacked)", _INT8),
     (
@@ -428,6 +462,7 @@ for _name, _num, _kernel, _desc, _kw in (
             description=_desc,
             kernel=_kernel,
             roles=("threaded",),
+            rotate=_ROTATE.get(_name),
             **_kw,
         )
     )

@@ -27,7 +27,7 @@ import numpy as np
 from ..registry import Variant, installed, register
 from ..threads import resolve_threads
 from . import gemm
-from .qgemm import PerWeight
+from .qgemm import OrtRotation, PerWeight
 
 FAMILY = "runtime_gemm"
 TORCH_LINEAR = f"cpu.{FAMILY}.torch-linear"
@@ -115,5 +115,6 @@ def _ort_matmul(A, B, bias=None, reps=1, threads=None):
 
 
 if installed("onnxruntime"):
-    register(Variant(name=ORT_MATMUL, kernel=_ort_matmul, **_GEMM,
+    _rotate = OrtRotation(lambda B, bias=None: matmul_model(B, bias), ORT_MATMUL)
+    register(Variant(name=ORT_MATMUL, kernel=_ort_matmul, rotate=_rotate, **_GEMM,
                      description="onnxruntime MatMul (+ Add of the bias) on a constant float32 weight, prepacked at session start"))  # fmt: skip
