@@ -68,26 +68,27 @@ def quantize_a(A, a8, asl, zc):
 
 
 @njit(fastmath=True, inline="always")
-def _rest(P8, S, r, nb, a8, asl, zc):
-    """Row r's blocks past the last full group (scalar) less its zero point's term sum_b sw zc."""
+def _rest(P8, S, r, nb, a8, o8, asl, ol, zc, oz):
+    """Row r's blocks past the last full group (scalar) less its zero point's term sum_b sw zc (the
+    activation row's buffers at offsets o8, ol, oz of the flat a8, asl, zc)."""
     half = BLOCK // 2
     ng = nb // G
     y = np.float32(0.0)
     for b in range(ng * G, nb):
         i = b - ng * G
-        base = ng * GROUP + i * half
+        base = o8 + ng * GROUP + i * half
         t = 0
         for j in range(half):
             q = np.int32(P8[(r * nb + b) * half + j])
             t += (q & 15) * np.int32(a8[base + j]) + (q >> 4) * np.int32(a8[base + G * half + j])
-        y += S[r * nb + b] * asl[4 * b] * np.float32(t)
+        y += S[r * nb + b] * asl[ol + 4 * b] * np.float32(t)
     z = vzero(asl)
     nz = nb // ILANES * ILANES
     for b in range(0, nz, ILANES):
-        z = vfma(vload(S, r * nb + b), vload(zc, b), z)
+        z = vfma(vload(S, r * nb + b), vload(zc, oz + b), z)
     zs = vhsum(z)
     for b in range(nz, nb):
-        zs += S[r * nb + b] * zc[b]
+        zs += S[r * nb + b] * zc[oz + b]
     return y - zs
 
 
@@ -101,32 +102,36 @@ def _group(P32, S, r, nb, g, lo, hi, sa, acc):
 
 
 @njit(fastmath=True, inline="always")
-def _row(P32, P8, S, r, nb, a32, a8, asl, zc):
-    """y of weight row r against one quantized activation row: two accumulators (two groups per
-    step) so the FMA chain does not set the pace."""
+def _row(P32, P8, S, r, nb, a32, a8, asl, zc, m):
+    """y of weight row r against quantized activation row m (the flat buffers of layout(), row m at
+    its offsets: slicing a row per weight row cost a reference count per call): two accumulators
+    (two groups per step) so the FMA chain does not set the pace."""
     ng = nb // G
+    o32, ol = m * (-(-nb // G) * GROUP // 4), m * (-(-nb // G) * G * 4)
     acc0, acc1 = vzero(asl), vzero(asl)
     ahead = r * nb * 4 + PREFETCH_WORDS
+    sahead = r * nb + PREFETCH_WORDS // 4  # the scales: 4 bytes a block where the codes take 16
     for g in range(0, ng - 1, 2):
         prefetch(P32, ahead + g * ILANES)
-        acc0 = _group(
-            P32, S, r, nb, g, iload(a32, 2 * g * ILANES), iload(a32, (2 * g + 1) * ILANES), vload(asl, g * ILANES), acc0
-        )
+        if g % (16 // G) == 0:  # a line (16 scales) of the scales every 16 // G groups
+            prefetch(S, sahead + g * G)
+        a = o32 + 2 * g * ILANES
+        acc0 = _group(P32, S, r, nb, g, iload(a32, a), iload(a32, a + ILANES), vload(asl, ol + g * ILANES), acc0)
         h = g + 1
-        acc1 = _group(
-            P32, S, r, nb, h, iload(a32, 2 * h * ILANES), iload(a32, (2 * h + 1) * ILANES), vload(asl, h * ILANES), acc1
-        )
+        a = o32 + 2 * h * ILANES
+        acc1 = _group(P32, S, r, nb, h, iload(a32, a), iload(a32, a + ILANES), vload(asl, ol + h * ILANES), acc1)
     if ng % 2:
         g = ng - 1
-        acc0 = _group(
-            P32, S, r, nb, g, iload(a32, 2 * g * ILANES), iload(a32, (2 * g + 1) * ILANES), vload(asl, g * ILANES), acc0
-        )
-    return vhsum(acc0) + vhsum(acc1) + _rest(P8, S, r, nb, a8, asl, zc)
+        a = o32 + 2 * g * ILANES
+        acc0 = _group(P32, S, r, nb, g, iload(a32, a), iload(a32, a + ILANES), vload(asl, ol + g * ILANES), acc0)
+    rest = _rest(P8, S, r, nb, a8, o32 * 4, asl, ol, zc, m * -(-nb // G) * G)
+    return vhsum(acc0) + vhsum(acc1) + rest
 
 
 @njit(parallel=True, cache=True)
 def gemv(P32, P8, S, a32, a8, asl, zc, Y, nthreads):
-    """Y[m, :] for every row m: the N weight rows split into ``nthreads`` contiguous ranges."""
+    """Y[m, :] for every row m (a32, a8, asl, zc: layout()'s buffers, flat): the N weight rows split
+    into ``nthreads`` contiguous ranges."""
     M, N = Y.shape
     nb = S.shape[0] // N
     for t in prange(nthreads):
@@ -134,7 +139,7 @@ def gemv(P32, P8, S, a32, a8, asl, zc, Y, nthreads):
         hi = N * (t + 1) // nthreads
         for r in range(lo, hi):
             for m in range(M):
-                Y[m, r] = _row(P32, P8, S, r, nb, a32[m], a8[m], asl[m], zc[m])
+                Y[m, r] = _row(P32, P8, S, r, nb, a32, a8, asl, zc, m)
 
 
 def matmul_w4a8(A, packed, scales, Y, threads: int = 1):
@@ -143,5 +148,8 @@ def matmul_w4a8(A, packed, scales, Y, threads: int = 1):
     a8, asl, zc = layout(M, K)
     quantize_a(A, a8, asl, zc)
     P8 = packed.reshape(-1)
-    gemv(P8.view(np.int32), P8, scales.reshape(-1), a8.view(np.int32), a8, asl, zc, Y, threads)
+    a8f = a8.reshape(-1)
+    gemv(
+        P8.view(np.int32), P8, scales.reshape(-1), a8f.view(np.int32), a8f, asl.reshape(-1), zc.reshape(-1), Y, threads
+    )
     return Y
