@@ -594,6 +594,8 @@ class Driver:
         v = get_variant(case.variant)
         if inputs is None:
             inputs = self.inputs(case)
+        if callable(case_timing.get("rotation")):  # the case's copies, made now beside its inputs
+            case_timing["rotation"] = case_timing["rotation"](case, inputs)
         shape = case.size if isinstance(case.size, dict) else None
         return self.measure(
             v,

@@ -252,7 +252,7 @@ def test_suite_cases_name_registered_variants_and_the_driver_runs_one():
         rooflab.registry.Case(
             variant="cpu.qgemm.01-dequant-in-registers", size={"M": 1, "N": 40, "K": 64, "bits": 4}, dtype="float32"
         ),
-        Q._cold(
+        Q._streamed(
             rooflab.registry.Case(
                 variant="cpu.qgemm.01-w4a8-dpbusd", size={"M": 1, "N": 40, "K": 256, "bits": 4}, dtype="float32"
             )
@@ -263,6 +263,10 @@ def test_suite_cases_name_registered_variants_and_the_driver_runs_one():
     for c in small:
         rec = d.run_case(c)
         assert rec.status == "ok", rec.error
+    # the streamed case rotated over distinct codes and scales (activations shared), each copy verified
+    assert rec.meta["rotation_copies"] == Q.STREAM_MAX_COPIES  # a tiny GEMV: the cap
+    A, P, S = rooflab.get_variant(small[-1].variant).inputs(small[-1].size)
+    assert rec.meta["rotation_bytes"] == A.nbytes + (P.nbytes + S.nbytes) * Q.STREAM_MAX_COPIES
 
 
 def test_op_formulas_for_quantized_gemms():

@@ -50,7 +50,7 @@ from ..kernels.cpu import qgemm_w as WQ
 from ..kernels.cpu import qgemm_w4a8 as W4A8
 from ..kernels.cpu.simd_q import BITS as SIMD_BITS
 from ..kernels.cpu.simd_q import DOT_PATH
-from ..registry import Case, Variant, register
+from ..registry import Case, Variant, get_variant, register
 from ..threads import resolve_threads
 from ..work import Work
 from .unit_peak import peak_cases
@@ -523,41 +523,43 @@ def cases(quick: bool = False, threads: list[int] | None = None, device: str = "
                 out += [
                     _case(v, {**s, "bits": 4}, "float32", t, name, "4-bit weights x int8 activations") for t in threads
                 ]
-        if s["M"] <= WQ.ROWS_GEMV and in_quick:  # and from DRAM: the caches evicted before each call
+        if s["M"] <= WQ.ROWS_GEMV and in_quick:  # and from DRAM: streamed over copies of the weights
             for v, what in (
                 ("00-ort-matmulnbits", "4-bit weights"),
                 ("01-dequant-in-registers", "4-bit weights"),
                 ("00-ort-matmulnbits-a8", "4-bit weights x int8 activations"),
                 ("01-w4a8-dpbusd", "4-bit weights x int8 activations"),
             ):
-                out += [_cold(_case(v, {**s, "bits": 4}, "float32", t, f"{name}, from DRAM", what)) for t in threads]
+                out += [
+                    _streamed(_case(v, {**s, "bits": 4}, "float32", t, f"{name}, from DRAM", what)) for t in threads
+                ]
     return out
 
 
-class _Evict:
-    """Before each sample, the caches evicted as `place` evicts them before a cold op
-    (rooflab/flush.py: a read of 2x the last-level cache as measured): the call then reads its
-    weights from DRAM, as a decode step streaming its layers does. Made on first use."""
-
-    def __init__(self):
-        self.flush = None
-
-    def __call__(self):
-        if self.flush is None:
-            from ..flush import flusher
-            from ..machine import describe
-
-            self.flush = flusher("cpu", describe())
-        self.flush()
+STREAM_MAX_COPIES = 16  # each copy is verified against float64: a cap on a host whose OS reports a huge L3
 
 
-EVICT = _Evict()
+def _stream_copies(case: Case, inputs: tuple) -> list[tuple]:
+    """The further copies a streamed case rotates over: distinct weights (codes and scales) from other
+    seeds, the activations shared, together >= 4x the OS's last-level cache (as `llm` times a decode
+    step's weight GEMVs, rooflab/models/measure.py), at most STREAM_MAX_COPIES."""
+    from ..flush import llc_bytes
+    from ..machine import describe
+    from ..memory import available_bytes
+    from ..models import measure
+
+    v = get_variant(case.variant)
+    ws = sum(x.nbytes for x in inputs[measure.STREAMED :])
+    n = min(measure.rotation_count(ws, llc_bytes(describe(), "cpu"), available_bytes()), STREAM_MAX_COPIES)
+    return measure.rotation_inputs(v, case.size, np.dtype(case.dtype), case.threads, inputs, n)
 
 
-def _cold(c: Case) -> Case:
-    return replace(
-        c, timing={"flush": EVICT, "reps": 1, "min_samples": 5, "budget_s": 0.0}, meta={**c.meta, "cold": True}
-    )
+def _streamed(c: Case) -> Case:
+    """A GEMV timed from DRAM as a decode step streams its layers: each sample calls it once on each
+    of its weight copies in turn (>= 4x the LLC, each verified), no flush between the calls, charged
+    per call; an onnxruntime rung runs the copies as one graph (OrtRotation)."""
+    timing = {"rotation": _stream_copies, "min_samples": 5, "budget_s": 0.0}
+    return replace(c, timing=timing, meta={**c.meta, "cold": True, "streamed": True})
 
 
 def _case(v, s, dtype, t, name, what) -> Case:

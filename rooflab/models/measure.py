@@ -54,16 +54,17 @@ def rotation_count(ws: int, llc: int, available: int | None) -> int:
     return max(1, want)
 
 
-STREAMED = 1  # the operand that streams: B of a weight GEMM (the weights), of a batched GEMM (the KV cache)
+STREAMED = 1  # the operands from this one on stream: B of a weight GEMM (the weights; a 4-bit one's codes
+# and scales, a bias), of a batched GEMM (the KV cache); the activation before them stays in cache
 
 
 def rotation_inputs(variant, shape: dict, dtype, threads: int, first: tuple, copies: int) -> list[tuple]:
-    """``copies - 1`` further inputs of ``variant`` at ``shape``: the streamed operand from other seeds
-    (distinct buffers), the others ``first``'s (activations stay in cache between a step's ops)."""
+    """``copies - 1`` further inputs of ``variant`` at ``shape``: the streamed operands from other
+    seeds (distinct buffers), the activation ``first``'s (it stays in cache between a step's ops)."""
     out = []
     for i in range(1, copies):
         fresh = variant.inputs(shape, dtype, seed=i, threads=threads)
-        out.append(tuple(fresh[j] if j == STREAMED else x for j, x in enumerate(first)))
+        out.append(tuple(fresh[j] if j >= STREAMED else x for j, x in enumerate(first)))
         del fresh
     return out
 
