@@ -126,13 +126,23 @@ def test_unknown_knobs_are_refused():
 
 
 def test_file_defaults_are_the_launcher_knobs(cache):
-    """A build without -D is the kernel the launcher runs (the knobs repeat the #ifndef defaults)."""
+    """A build without -D is the kernel the launcher runs (the knobs repeat the #ifndef defaults):
+    the same shared memory, stack and spills, and registers within 5 % (both compiled fresh; one CI
+    run's NVRTC 13.5 gave gemm07's f64 kernel 242 registers plain and 234 with the -D, which no
+    rerun here repeated). A knob that differs from its default moves the tile sizes, and with them
+    the shared memory or the register count far more than that."""
     nvrtc_or_skip()
     for r in g.RUNGS:
         arch = (compiler.targets(r.source) or ["sm_90"])[0]
-        plain = compiler.build(r.source, arch).resources
-        tuned = compiler.build(r.source, arch, r.knobs).resources
-        assert plain == tuned, r.source
+        plain = compiler.build(r.source, arch, fresh=True).resources
+        tuned = compiler.build(r.source, arch, r.knobs, fresh=True).resources
+        assert plain.keys() == tuned.keys(), r.source
+        for kernel, p in plain.items():
+            t = tuned[kernel]
+            assert {k: v for k, v in p.items() if k != "registers"} == {
+                k: v for k, v in t.items() if k != "registers"
+            }, (r.source, kernel)
+            assert abs(p["registers"] - t["registers"]) <= 0.05 * t["registers"], (r.source, kernel, p, t)
 
 
 def test_knobs_change_the_kernel(cache):

@@ -542,16 +542,16 @@ STREAM_MAX_COPIES = 16  # each copy is verified against float64: a cap on a host
 def _stream_copies(case: Case, inputs: tuple) -> list[tuple]:
     """The further copies a streamed case rotates over: distinct weights (codes and scales) from other
     seeds, the activations shared, together >= 4x the OS's last-level cache (as `llm` times a decode
-    step's weight GEMVs, rooflab/models/measure.py), at most STREAM_MAX_COPIES."""
+    step's weight GEMVs, rooflab/rotation.py), at most STREAM_MAX_COPIES."""
+    from .. import rotation
     from ..flush import llc_bytes
     from ..machine import describe
     from ..memory import available_bytes
-    from ..models import measure
 
     v = get_variant(case.variant)
-    ws = sum(x.nbytes for x in inputs[measure.STREAMED :])
-    n = min(measure.rotation_count(ws, llc_bytes(describe(), "cpu"), available_bytes()), STREAM_MAX_COPIES)
-    return measure.rotation_inputs(v, case.size, np.dtype(case.dtype), case.threads, inputs, n)
+    ws = sum(x.nbytes for x in inputs[rotation.STREAMED :])
+    n = min(rotation.rotation_count(ws, llc_bytes(describe(), "cpu"), available_bytes()), STREAM_MAX_COPIES)
+    return rotation.rotation_inputs(v, case.size, np.dtype(case.dtype), case.threads, inputs, n)
 
 
 def _streamed(c: Case) -> Case:
