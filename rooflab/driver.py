@@ -286,14 +286,19 @@ class Driver:
         rec = _new_record(variant, inputs, threads, params, label, shape, meta)
         copies = [inputs, *(rotation or [])]
         vparams = variant.params(**{**params, **(verify_params or {})})
-        if not self._check(rec, variant, copies, vparams, threads, case_key):
+        try:  # the variant's own way through the copies (Variant.rotate: one graph), or None
+            run_all = variant.rotate(copies, threads=threads, **params) if len(copies) > 1 and variant.rotate else None
+        except RooflabError as e:
+            rec.status, rec.error = "failed", str(e)
+            return rec
+        if not self._check(rec, variant, copies, vparams, threads, case_key, run_all):
             return rec
         s = self.settings
         try:
             attempts, reps = self._time(
                 variant, copies, params, threads, reps, _or(target_s, s.target_s), _or(budget_s, s.budget_s),
                 _or(min_samples, s.min_samples), _or(cv_limit, s.cv_limit), _or(max_attempts, s.max_attempts),
-                flush, unit_clock,
+                flush, unit_clock, run_all,
             )  # fmt: skip
         except RooflabError as e:  # e.g. a launch that fails only at the timed size
             rec.status, rec.error = "failed", str(e)
@@ -319,20 +324,28 @@ class Driver:
         vparams = v.params(**{**params, **(case.verify_params or {})})
         self._check(rec, v, [inputs], vparams, case.threads, _case_key(case))
 
-    def _check(self, rec: Record, variant: Variant, copies: list, vparams: dict, threads: int, case_key) -> bool:
+    def _check(
+        self, rec: Record, variant: Variant, copies: list, vparams: dict, threads: int, case_key, run_all=None
+    ) -> bool:
         """Verify every copy of the operands, or take the case's check (or error) from an earlier
         pass of this run; False, with the record failed and the error, for a wrong result, a
-        refusal of these inputs or a launch error."""
+        refusal of these inputs or a launch error. ``run_all``: the variant's own rotation over
+        the copies, what is timed: the kernel is checked on the first copy, the rotation's output
+        on every copy."""
         earlier = self.verified.get(case_key) if case_key is not None else None
         try:
             if isinstance(earlier, RooflabError):
                 raise earlier
             if earlier is not None:  # the same case, checked in an earlier pass of this run
                 rec.verification = {**earlier, "earlier_in_run": True}
-            for i, c in enumerate(copies if earlier is None else []):
+            kernel_checked = copies[:1] if run_all is not None else copies
+            for i, c in enumerate(kernel_checked if earlier is None else []):
                 checked = self.verify(variant, c, vparams, threads)
                 if i == 0:
                     rec.verification = checked
+            if run_all is not None:
+                with self.backend.threads(threads):
+                    self._verify_rotation(variant, copies, run_all, vparams)
         except RooflabError as e:
             if case_key is not None:
                 self.verified[case_key] = e
@@ -365,15 +378,12 @@ class Driver:
         ]
 
     def _time(
-        self, variant, copies, params, threads, reps, target, budget, nmin, cvmax, attempts_max, flush=None, unit=False
-    ):
-        """``copies``: the inputs, then any rotation copies; a sample runs each once, charged per copy."""
+        self, variant, copies, params, threads, reps, target, budget, nmin, cvmax, attempts_max, flush=None, unit=False,
+        run_all=None,
+    ):  # fmt: skip
+        """``copies``: the inputs, then any rotation copies; a sample runs each once, charged per copy
+        (``run_all``: the variant's own verified way through them, one graph)."""
         with self.backend.threads(threads):
-            run_all = None  # the variant's own way through the copies (one graph), verified first
-            if len(copies) > 1 and variant.rotate:
-                run_all = variant.rotate(copies, threads=threads, **params)
-                if run_all is not None:
-                    self._verify_rotation(variant, copies, run_all, params)
 
             def make_call(r):
                 if len(copies) == 1:

@@ -544,13 +544,12 @@ def _stream_copies(case: Case, inputs: tuple) -> list[tuple]:
     seeds, the activations shared, together >= 4x the OS's last-level cache (as `llm` times a decode
     step's weight GEMVs, rooflab/rotation.py), at most STREAM_MAX_COPIES."""
     from .. import rotation
-    from ..flush import llc_bytes
-    from ..machine import describe
+    from ..cpu.caches import CacheMap
     from ..memory import available_bytes
 
     v = get_variant(case.variant)
     ws = sum(x.nbytes for x in inputs[rotation.STREAMED :])
-    n = min(rotation.rotation_count(ws, llc_bytes(describe(), "cpu"), available_bytes()), STREAM_MAX_COPIES)
+    n = min(rotation.rotation_count(ws, CacheMap.host().llc_bytes(), available_bytes()), STREAM_MAX_COPIES)
     return rotation.rotation_inputs(v, case.size, np.dtype(case.dtype), case.threads, inputs, n)
 
 

@@ -25,6 +25,7 @@ from ..errors import RooflabError
 from ..flush import flusher
 from ..memory import fmt_bytes, require_fits
 from ..registry import list_variants
+from ..rotation import ROTATION_MAX_COPIES, STREAMED, rotation_count, rotation_inputs  # noqa: F401 (callers' names)
 from ..workloads import ops
 from . import place
 
@@ -38,10 +39,6 @@ def driver_for(device: str, quick: bool) -> Driver:
     from ..cpu.backend import cpu_backend
 
     return Driver(cpu_backend(probe=False), settings)
-
-
-# how a streamed time picks its copies (rooflab/rotation.py; the names kept here for the callers)
-from ..rotation import ROTATION_MAX_COPIES, STREAMED, rotation_count, rotation_inputs  # noqa: E402, F401
 
 
 def variants_for(op: dict, device: str):
