@@ -251,3 +251,28 @@ def test_the_low_precision_units_follow_the_flags(machine):
     for kind in ("bf16", "int8"):  # a described machine: its flags decide (this host's permission is not asked)
         assert (p[f"amx-{kind}"] is None) == ("amx_tile" in flags and f"amx_{kind}" in flags)
     assert all(why is None or why for why in p.values())  # a missing unit always says why
+
+
+def test_a_cold_flush_and_a_streamed_rotation_size_from_the_measured_llc(machine, monkeypatch):
+    """A cold sample's flush and a streamed GEMV's copies (llm, qgemm) exceed what the LLC holds as
+    measured, not the OS size: on the 480 MiB-L3 VM the flush read 960 MiB and a rotation 1.9 GiB."""
+    from rooflab import flush, rotation
+    from rooflab.cpu import caches as caches_mod
+    from rooflab.families import qgemm
+
+    m, cpu = machine
+    _, dram = _dram(m, cpu)
+    d = dram["dram_from_bytes"]
+    llc = {**cpu["caches"][-1], "dram_from_bytes": d}
+    measured = {"cpu": {**cpu, "caches": [*cpu["caches"][:-1], llc]}}
+    want = min(llc["size_bytes"], d // 2)
+    assert flush.llc_bytes(measured, "cpu") == want <= d // 2
+    assert flush.llc_bytes({"cpu": cpu}, "cpu") == llc["size_bytes"]  # nothing measured: the OS size
+    cm = CacheMap(measured["cpu"]["caches"])
+    monkeypatch.setattr(caches_mod, "host_measured", lambda: cm)
+    seen = []
+    monkeypatch.setattr(rotation, "rotation_count", lambda ws, llc_b, avail: seen.append(llc_b) or 2)
+    monkeypatch.setattr(rotation, "rotation_inputs", lambda v, size, dt, t, inputs, n: [inputs] * (n - 1))
+    case = next(c for c in qgemm.cases(True, [1]) if c.meta.get("streamed"))
+    x = (np.zeros(4, np.float32), np.zeros(64, np.uint8))
+    assert len(qgemm._stream_copies(case, x)) == 1 and seen == [want]

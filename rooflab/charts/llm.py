@@ -1,6 +1,8 @@
 """Charts of `rooflab llm`: decode tokens/s against batch and against context, with the memory
 roof (B / (bytes(B) / DRAM bandwidth)) and the compute roof (B / (FLOPs(B) / peak)) as lines,
-the batch where decode turns compute-bound marked, and the tokens/s measured op by op as points.
+the batch where decode turns compute-bound marked, and the tokens/s measured op by op as points;
+the grid's measured against predicted cells; the turn to compute-bound (rooflab/models/llm/turn.py):
+the runtime's decode tokens/s against batch, the knee where it flattens and the predicted turn.
 """
 
 from __future__ import annotations
@@ -107,3 +109,44 @@ def grid_charts(summary: dict, stem: Path) -> list[Path]:
     if not (summary.get("grid") or {}).get("cells"):
         return []
     return save(grid_figure(summary["grid"]), Path(str(stem) + ".grid"))
+
+
+def turn_figure(turns: list[dict], config: str):
+    """One panel per (runtime, threads): the runtime's decode tokens/s against batch (log-log), the two
+    asymptotes whose meeting is the measured knee (the rise through the first point, the plateau),
+    the knee; the prediction's curve and knee beside it, and the batch from which its weight GEMMs
+    are compute-bound on their roofs."""
+    fig, axes = plt.subplots(1, len(turns), figsize=(6.2 * len(turns), 4.8), squeeze=False)
+    for ax, t in zip(axes[0], turns):
+        pts, k = t["points"], t["knee"]
+        x = [p["batch"] for p in pts]
+        ax.plot(x, [p["tokens_per_s"] for p in pts], "o-", color="#984ea3", ms=7, label=f"{t['runtime']} measured")
+        if k.get("batch") is not None:
+            xs = [x[0], x[-1]]
+            ax.plot(xs, [k["slope_tokens_per_s"] * b for b in xs], ":", color="#377eb8", lw=1,
+                    label="rise through batch 1 (weights read once per step)")  # fmt: skip
+            ax.axhline(k["plateau_tokens_per_s"], ls=":", color="#e41a1c", lw=1, label="plateau (largest measured)")
+            flat = "" if k["flat"] else " (not flat yet: a lower bound)"
+            ax.axvline(k["batch"], color="#984ea3", ls="-.", label=f"measured knee: batch {k['batch']:.1f}{flat}")
+        pred, pk = t.get("predicted_points") or [], t.get("predicted_knee") or {}
+        if pred:
+            ax.plot([p["batch"] for p in pred], [p["tokens_per_s"] for p in pred], "s--", color="grey", ms=5,
+                    label="predicted (what the roofs allow)")  # fmt: skip
+        if pk.get("batch") is not None:
+            ax.axvline(pk["batch"], color="grey", ls="--", label=f"predicted knee: batch {pk['batch']:.1f}")
+        if t.get("predicted_gemm_turn"):
+            ax.plot([], [], " ", label=f"GEMMs compute-bound on their roofs from batch {t['predicted_gemm_turn']}")
+        ax.set(xscale="log", yscale="log", xlabel="batch (sequences decoded together)", ylabel="decode tokens/s")
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"{config} decode, {t['runtime']}, {t['threads']} thread(s), context {t['context']}", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def turn_charts(summary: dict, stem: Path) -> list[Path]:
+    turns = [t for t in (summary.get("grid") or {}).get("turns", []) if t.get("points")]
+    if not turns:
+        return []
+    return save(turn_figure(turns, summary.get("config", "")), Path(str(stem) + ".turn"))

@@ -264,8 +264,16 @@ def _run_grid(arch, args, inp, runtime, grid, summary, setup, ceil, src) -> int:
         rt, kw = _runtime_compare(arch, args, inp, runtime, roofs, setup.machine, T, cold)
         return rt.compare(arch, rows, T, S, L, runs=runs, batch=B, phases=phases, **kw)
 
+    def decode_sweep(T, L, batches):
+        from ..models.runtimes import ort, pytorch
+
+        if runtime == "torch":
+            return pytorch.decode_sweep(arch, T, L, batches, runs, dtype=inp["dtype"])
+        return ort.decode_sweep(arch, T, L, batches, runs, weights=inp["weights"])
+
     g = llm_grid.run(arch, grid, runtime="onnxruntime" if runtime != "torch" else "torch", dtype=inp["dtype"],
-                     weights=inp["weights"], ceil=ceil, measure_sets=measure_sets, compare=compare)  # fmt: skip
+                     weights=inp["weights"], ceil=ceil, measure_sets=measure_sets, compare=compare,
+                     decode_sweep=decode_sweep)  # fmt: skip
     roofs = kept["roofs"]
     summary.update(
         executed=True, dtype_executed=measure.executed_dtype(inp["dtype"], "cpu", "gemm"),
@@ -308,6 +316,7 @@ def _write_outputs(summary, measured, ceil, src, setup, args) -> list[Path]:
             files += roofline_chart.roofline(writer.data, Path(str(stem) + ".roofline"), ops=placed)
         files += llm_charts.decode_charts(summary, stem)
         files += llm_charts.grid_charts(summary, stem)
+        files += llm_charts.turn_charts(summary, stem)
     return files
 
 

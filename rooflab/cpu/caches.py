@@ -4,7 +4,7 @@ Why one place: the OS's sizes are not what a run meets. A cloud VM reports a 480
 of a server part) whose bandwidth plateau ends near 32-128 MiB; placing GPT-2's 154.6 MB LM head
 in "L3" because 154.6 MB < 480 MiB judged it against a roof 1.5x too high. So every user of cache
 sizes (op placement, the LLM predictor, the elementwise suite's DRAM sizing, the cold-cache flush)
-asks this module, which prefers what a ceilings run measured:
+asks this module, which prefers what a ceilings run (or this host's DRAM probe) measured:
 
   level capacity   the largest working set a ceilings run measured still on that level's plateau
                    (``plateau_end_bytes`` of its bandwidth ceilings at that thread count; the
@@ -15,12 +15,15 @@ asks this module, which prefers what a ceilings run measured:
   DRAM from        the probe's ``dram_from_bytes``, else 4x the OS LLC (STREAM's rule), else
                    1 GiB with no cache sizes at all.
   the LLC          the last level's OS size, or FALLBACK_LLC (one fallback for the whole
-                   project; a ceilings run without cache sizes says so in its notes).
+                   project; a ceilings run without cache sizes says so in its notes); what it
+                   really holds (llc_effective) never reaches past dram_from_bytes/2: the size a
+                   cold-sample flush and a streamed rotation must exceed (rooflab/flush.py).
 
     from rooflab.cpu.caches import CacheMap
     cm = CacheMap.of(result)                 # a ceilings result document, or {"machine": ...}
     cm.level_for(154.6e6, threads=2)         # "DRAM" on that VM, as measured
     cm.llc_bytes()                           # 503316480: the OS's size
+    cm.llc_effective()                       # 134217728: where that run's probe found DRAM, halved
 """
 
 from __future__ import annotations

@@ -536,20 +536,22 @@ def cases(quick: bool = False, threads: list[int] | None = None, device: str = "
     return out
 
 
-STREAM_MAX_COPIES = 16  # each copy is verified against float64: a cap on a host whose OS reports a huge L3
+STREAM_MAX_COPIES = 16  # each copy is verified against float64: a cap on a host with a huge LLC
 
 
 def _stream_copies(case: Case, inputs: tuple) -> list[tuple]:
     """The further copies a streamed case rotates over: distinct weights (codes and scales) from other
-    seeds, the activations shared, together >= 4x the OS's last-level cache (as `llm` times a decode
-    step's weight GEMVs, rooflab/rotation.py), at most STREAM_MAX_COPIES."""
+    seeds, the activations shared, together >= 4x what the last-level cache holds as this host's DRAM
+    probe measured it (as `llm` times a decode step's weight GEMVs, rooflab/rotation.py), at most
+    STREAM_MAX_COPIES."""
     from .. import rotation
-    from ..cpu.caches import CacheMap
+    from ..cpu import caches
     from ..memory import available_bytes
 
     v = get_variant(case.variant)
     ws = sum(x.nbytes for x in inputs[rotation.STREAMED :])
-    n = min(rotation.rotation_count(ws, CacheMap.host().llc_bytes(), available_bytes()), STREAM_MAX_COPIES)
+    llc = int(caches.host_measured().llc_effective())
+    n = min(rotation.rotation_count(ws, llc, available_bytes()), STREAM_MAX_COPIES)
     return rotation.rotation_inputs(v, case.size, np.dtype(case.dtype), case.threads, inputs, n)
 
 

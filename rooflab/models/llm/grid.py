@@ -24,10 +24,11 @@ from ...memory import available_bytes, fmt_bytes
 from ...workloads.ops import ITEMSIZE
 from .. import llm, place
 
-GRIDS = {
-    "small": {"batches": (1, 4), "prompts": (32,), "contexts": (128,), "threads": ("1",)},
-    "full": {"batches": (1, 4, 16), "prompts": (32, 512), "contexts": (128, 1024), "threads": ("1", "all")},
-}
+GRIDS = {  # turn_cap: the largest batch of the decode sweep that finds the turn to compute-bound (turn.py)
+    "small": {"batches": (1, 4), "prompts": (32,), "contexts": (128,), "threads": ("1",), "turn_cap": 32},
+    "full": {"batches": (1, 4, 16), "prompts": (32, 512), "contexts": (128, 1024), "threads": ("1", "all"),
+             "turn_cap": 256},
+}  # fmt: skip
 MEMORY_SHARE = 0.6  # a cell may take this share of the free memory
 
 
@@ -70,11 +71,23 @@ def _threads(grid: dict) -> list[int]:
     return sorted({max_threads() if t == "all" else int(t) for t in grid["threads"]})
 
 
-def run(arch, grid: dict, *, runtime: str, dtype: str, weights, ceil, measure_sets, compare) -> dict:
+def turn_batches_that_fit(arch: llm.Arch, grid: dict, dtype: str) -> int:
+    """The decode sweep's largest batch: ``turn_cap``, halved until a step at the first context fits."""
+    free, cap = available_bytes(), grid.get("turn_cap", 16)
+    while cap > 1 and free is not None and cell_bytes(arch, cap, 1, grid["contexts"][0], dtype) > MEMORY_SHARE * free:
+        cap //= 2
+    return cap
+
+
+def run(arch, grid: dict, *, runtime: str, dtype: str, weights, ceil, measure_sets, compare, decode_sweep=None) -> dict:
     """Every cell of ``grid``: ``measure_sets(sets, roofs, threads) -> rows`` (llm.predict's measuring and
     assembling), ``compare(rows, threads, roofs, batch, prompt, context, phases) -> check`` (the
-    runtime's). Returns {"cells", "mape", "worst", "rows" (the last thread count's)}."""
-    cells, rows = [], []
+    runtime's). ``decode_sweep(threads, context, batches) -> {batch: {"median_s"}}``: the runtime's
+    decode step against batch, per thread count, checked against the predicted turn to compute-bound
+    (turn.py). Returns {"cells", "mape", "worst", "turns", "rows" (the last thread count's)}."""
+    from . import predict, turn
+
+    cells, rows, turns = [], [], []
     for T in _threads(grid):
         roofs = place.Roofs(ceil, T, "cpu")
         T = place.run_threads(roofs, T)
@@ -102,7 +115,19 @@ def run(arch, grid: dict, *, runtime: str, dtype: str, weights, ceil, measure_se
                     "measured_s": p["measured_s"], "predicted_s": p["predicted_s"], "error_pct": p["error_pct"],
                     "runtime_overhead_s": p.get("runtime_overhead_s", 0.0),
                 })  # fmt: skip
-    return {"grid": grid, "cells": cells, "mape": mape(cells), "worst": worst(cells), "rows": rows}
+        if decode_sweep is not None:
+            L = grid["contexts"][0]
+            curves = predict.curves(arch, roofs, dtype, 1, L, grid["prompts"][0], weights)
+
+            def sweep(bs, T=T, L=L):
+                print(f"grid: {runtime} decode against batch {', '.join(map(str, bs))} (context {L}, {T} thread(s)) "
+                      "for the turn to compute-bound ...", file=sys.stderr)  # fmt: skip
+                got = decode_sweep(T, L, bs)
+                return {B: got[B]["median_s"] for B in bs}
+
+            t = turn.sweep(sweep, curves, turn_batches_that_fit(arch, grid, dtype))
+            turns.append({"runtime": runtime, "threads": T, "context": L, **t})
+    return {"grid": grid, "cells": cells, "mape": mape(cells), "worst": worst(cells), "turns": turns, "rows": rows}
 
 
 def mape(cells: list[dict]) -> dict:
@@ -133,4 +158,7 @@ def lines(g: dict) -> list[str]:
     for r, by in g["mape"].items():
         out.append(f"    MAPE {r}: " + ", ".join(f"{ph} {v:.1f}%" for ph, v in by.items()))
     out.append("    worst: " + "; ".join(f"{c['runtime']} {_cell_name(c)} {c['error_pct']:+.0f}%" for c in g["worst"]))
+    from .turn import line
+
+    out += [line(t["runtime"], t["threads"], t) for t in g.get("turns", [])]
     return out

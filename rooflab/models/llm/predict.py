@@ -332,7 +332,9 @@ def assemble(phase_sets, measured, roofs, machine, device, dtype_req) -> list[di
 def curves(arch, roofs, dtype: str, batch0: int, context0: int, prompt: int, weights: int | None = None) -> dict:
     """Decode tokens/s against batch and against context as the memory and compute roofs allow
     (analytic: every op's F and B summed; each op's FLOPs on its own compute roof, so a 4-bit GEMV
-    on the W4 roof), and the batch where decode turns compute-bound."""
+    on the W4 roof), the batch where decode turns compute-bound, and where its weight GEMMs alone do
+    (their FLOPs on their roofs against their bytes from DRAM: what rooflab/models/llm/turn.py checks
+    against the runtime's measured tokens/s)."""
     exec_dtype = measure.executed_dtype(dtype, roofs.device, "gemm")
     peak = roofs.peak(exec_dtype)["value"] * 1e9
     bw = dram_read(roofs)
@@ -348,24 +350,31 @@ def curves(arch, roofs, dtype: str, batch0: int, context0: int, prompt: int, wei
         ops_list = llm.phase_ops(arch, "decode", batch=B, context=L, dtype=dtype, weights=weights)
         ops_list = executed_ops(ops_list, roofs.device)
         t = llm.totals(ops_list)
-        return {"memory_tokens_per_s": B / (t["bytes"] / bw), "compute_tokens_per_s": B / compute_s(ops_list)}
+        gemms = [o for o in ops_list if o["kind"] in ("gemm", *QGEMM) and o["shape"].get("weight", True)]
+        return {
+            "memory_tokens_per_s": B / (t["bytes"] / bw), "compute_tokens_per_s": B / compute_s(ops_list),
+            # the weight GEMMs alone: their FLOPs on their roofs against their bytes from DRAM
+            "gemm_compute_bound": compute_s(gemms) >= llm.totals(gemms)["bytes"] / bw,
+        }  # fmt: skip
+
+    def first(bound) -> int | None:
+        """The smallest batch at which ``bound(point)`` holds, refined between the curve's batches."""
+        hit = next((p["batch"] for p in vs_batch if bound(p)), None)
+        if hit is None:
+            return None
+        lo = max([b for b in batches if b < hit] or [1])
+        return next(B for B in range(lo, hit + 1) if bound(point(B, context0)))
 
     batches = sorted({int(round(2 ** (i / 2))) for i in range(0, 25)})
     vs_batch = [{"batch": B, **point(B, context0)} for B in batches]
-    cross = next((p["batch"] for p in vs_batch if p["compute_tokens_per_s"] <= p["memory_tokens_per_s"]), None)
-    if cross is not None:  # refine between the grid points
-        lo = max([b for b in batches if b < cross] or [1])
-        for B in range(lo, cross + 1):
-            q = point(B, context0)
-            if q["compute_tokens_per_s"] <= q["memory_tokens_per_s"]:
-                cross = B
-                break
+    cross = first(lambda p: p["compute_tokens_per_s"] <= p["memory_tokens_per_s"])
+    gemm_turn = first(lambda p: p["gemm_compute_bound"])
     top = arch.max_pos or 4096
     lengths = sorted({min(top, 2**i) for i in range(4, 18)} | {context0})
     vs_context = [{"context": L, **point(batch0, L)} for L in lengths if L >= prompt or L >= 16]
     return {
         "context": context0, "batch": batch0, "vs_batch": vs_batch, "vs_context": vs_context,
-        "compute_bound_batch": cross, "peak_gflops": peak / 1e9, "dram_gbps": bw / 1e9, "dtype": exec_dtype,
+        "compute_bound_batch": cross, "gemm_compute_bound_batch": gemm_turn, "peak_gflops": peak / 1e9, "dram_gbps": bw / 1e9, "dtype": exec_dtype,
         "w4_gflops": (roofs.rf.peak("w4", roofs.threads) or {}).get("value") if weights == 4 else None,
     }  # fmt: skip
 

@@ -73,4 +73,20 @@ def llm_section(d: dict) -> str:
         check = (
             f"<h3>Against {_esc(rt.get('check_name', 'onnxruntime'))}</h3><pre>" + _esc("\n".join(lines(rt))) + "</pre>"
         )
-    return head + table + note + chart + check
+    return head + table + note + chart + check + _grid_section(s)
+
+
+def _grid_section(s: dict) -> str:
+    """`--grid`: the cells' table and MAPE, measured against predicted, and the turn to compute-bound."""
+    g = s.get("grid") or {}
+    if not g.get("cells"):
+        return ""
+    from ...charts.llm import grid_figure, turn_figure
+    from .grid import lines
+
+    out = "<h3>The runtime check over the grid</h3><pre>" + _esc("\n".join(lines(g))) + "</pre>"
+    out += _img(grid_figure(g), "measured in the runtime against predicted, per grid cell")
+    turns = [t for t in g.get("turns", []) if t.get("points")]
+    if turns:
+        out += _img(turn_figure(turns, s["config"]), "decode tokens/s against batch: the turn to compute-bound")
+    return out

@@ -334,6 +334,43 @@ def timed(path: Path, threads: int, runs: int, warmup: int = 2) -> dict:
     }
 
 
+def decode_sweep(config, threads: int, context: int, batches: list[int], runs: int, weights: int | None = None,
+                 progress=None) -> dict:  # fmt: skip
+    """{batch: {"median_s", ...}}: one decode step at KV ``context`` exported at each batch (int4/int8
+    MatMulNBits weights where ``weights``), timed as the grid's cells are (llm.turn's measured curve).
+    Verified per batch before it is timed: the last sequence of the batch gives the logits the
+    batch-1 graph (the same weights: the exporter's are fixed by name) gives for it alone, so a graph
+    that mixes up sequences fails here, never reaches a figure."""
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="rooflab-turn-") as d:
+        tmp = Path(d)
+
+        def graph(B):
+            path = llm_export.export(config, tmp / f"decode-b{B}.onnx", batch=B, cache=context)
+            return quantize(path, weights) if weights else path
+
+        one = llm_session(graph(1), threads)
+        for B in batches:
+            if progress:
+                progress(B)
+            path = graph(B) if B > 1 else None
+            s = llm_session(path, threads) if path else one
+            f = llm_feeds(s, seed=B)
+            got = s.run(None, f)[0][-1:]
+            want = one.run(None, {k: v[-1:] for k, v in f.items()})[0]
+            err = float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30))
+            if not err < 1e-3:
+                raise RooflabError(f"the exported decode graph at batch {B} is wrong: its last sequence differs "
+                                   f"from the batch-1 graph's by {err:.2g}")  # fmt: skip
+            out[B] = {**step_driver().time_runs(functools.partial(s.run, None, f), runs, threads=threads),
+                      "verified_rel_err": err}  # fmt: skip
+            if path:
+                del s
+                for g in (path, Path(str(path) + ".data")):
+                    g.unlink(missing_ok=True)
+    return out
+
+
 def quantize(path: Path, bits: int) -> Path:
     """The exported graph with every MatMul's constant weights turned into MatMulNBits by onnxruntime's
     own quantizer (block 32, symmetric, accuracy level 0: fp32 compute), as ``rooflab llm --weights``

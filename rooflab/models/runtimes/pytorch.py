@@ -521,6 +521,32 @@ def timed(model, phase: str, n: int, vocab: int, runs: int, warmup: int = 2, bat
     return {**measured, **profiled(run, sync)}
 
 
+def decode_sweep(config, threads: int, context: int, batches: list[int], runs: int, device: str = "cpu",
+                 dtype: str = "float32", progress=None) -> dict:  # fmt: skip
+    """{batch: {"median_s", ...}}: one decode step at KV ``context`` per batch in eager torch (one model,
+    verified once: decode after prefill against the longer prefill), llm.turn's measured curve."""
+    from ...cpu.backend import step_driver
+
+    torch, _ = modules()
+    arch = llm.arch_of(config)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        model = build(config, device, dtype)
+        err = verify(model, arch.vocab)
+        sync = torch.cuda.synchronize if next(model.parameters()).is_cuda else (lambda: None)
+        out = {}
+        for B in batches:
+            if progress:
+                progress(B)
+            run, after = _phase(model, "decode", context, arch.vocab, B)
+            out[B] = {**step_driver().time_runs(run, runs, threads=threads, sync=sync, after=after),
+                      "verified_rel_err": err}  # fmt: skip
+        return out
+    finally:
+        torch.set_num_threads(before)
+
+
 def profiled(run, sync) -> dict:
     """One run under torch.profiler: self time per aten op (CPU; the device's for CUDA kernels
     show up as the launching op's CPU time), the number of aten calls, and the rest of the wall."""
