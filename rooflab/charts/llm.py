@@ -136,11 +136,17 @@ def turn_figure(turns: list[dict], config: str):
             ax.axvline(pk["batch"], color="grey", ls="--", label=f"predicted knee: batch {pk['batch']:.1f}")
         if t.get("predicted_gemm_turn"):
             ax.plot([], [], " ", label=f"GEMMs compute-bound on their roofs from batch {t['predicted_gemm_turn']}")
-        ax.set(xscale="log", yscale="log", xlabel="batch (sequences decoded together)", ylabel="decode tokens/s")
+        from matplotlib.ticker import FixedLocator, FuncFormatter
+
+        ax.set(yscale="log", xlabel="batch (sequences decoded together)", ylabel="decode tokens/s")
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_locator(FixedLocator(x))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # 1, 2, 4 ... not 2^0, 2^1
+        for fmt in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+            fmt(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_title(f"{config} decode, {t['runtime']}, {t['threads']} thread(s), context {t['context']}", fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig
 
