@@ -121,6 +121,7 @@ def bandwidth_ceilings(
                 "os_size_bytes": w["os_bytes"],
                 "points_bytes": [p["working_set_bytes"] for p in inside],
                 "noisy": noisy_share > 0.5,
+                "disturbed_sizes": [round(noisy_share * len(inside)), len(inside)],  # noise_reasons says it
                 # how far the passes' best samples lay apart (median over the sizes): the run's own
                 # spread over its minutes, one source of the ceiling's interval (rooflab/intervals.py)
                 "pass_spread": float(median(p.get("top_spread", 0.0) for p in inside)),
@@ -376,6 +377,45 @@ def _plateau_ends(ceilings: list[dict], pts: list[dict]) -> None:
         ceilings[-1].setdefault("plateau_end_bytes", None)
 
 
+LATENCY_PASS_SPREAD = 0.10  # a dispatch floor's passes further apart than this: noisy (families/latency.py)
+
+
+def why_noisy(c: dict) -> list[str]:
+    """Why a ceiling is flagged noisy, in words, from what its derivation left on it: the flag alone
+    told a user nothing (24 of 27 noisy ceilings of one quick run on the Zen 3 VM had no reason)."""
+    out = list(c.get("noise_reasons") or [])
+    if c.get("order_violation"):
+        out.append("a farther level measured faster than this one")
+    if c.get("flat_with_threads"):
+        out.append("no faster than at 1 thread while the caches scale")
+    if c.get("beaten_by_sweep"):
+        out.append(f"the intensity sweep streamed DRAM at {c['beaten_by_sweep']:.1f} GB/s, above it")
+    k_n = c.get("disturbed_sizes")
+    if k_n and k_n[0]:
+        out.append(
+            f"{k_n[0]} of {k_n[1]} sizes disturbed (a noisy pass, or no second pass within "
+            f"{PASS_SPREAD:.0%} of the fastest sample)"
+        )
+    limit = LATENCY_PASS_SPREAD if c.get("kind") == "latency" else PASS_SPREAD
+    if c.get("per_cycle_spread") is not None:
+        if c["per_cycle_spread"] > limit:
+            out.append(f"its passes differ by {c['per_cycle_spread']:.0%} per cycle of their clocks")
+    elif c.get("kind") != "bandwidth" and (c.get("pass_spread") or 0) > limit:
+        out.append(f"its passes differ by {c['pass_spread']:.0%}")
+    if c.get("value") is not None and c["value"] <= 0:
+        out.append("no positive figure")
+    if not out:
+        out.append("its best pass was flagged while it was timed (its samples' spread or a clock drop)")
+    return list(dict.fromkeys(out))  # once each (a file's stored reasons are derived again here)
+
+
+def say_why_noisy(ceilings: list[dict]) -> None:
+    """``noise_reasons`` on every noisy ceiling (kept in the result file, shown in the tables)."""
+    for c in ceilings:
+        if c.get("noisy") and not c.get("implausible"):
+            c["noise_reasons"] = why_noisy(c)
+
+
 def ceiling_notes(c: dict) -> list[str]:
     """Plain-text remarks on one ceiling, for the CLI summary and the HTML report."""
     from .memory import fmt_bytes
@@ -384,7 +424,7 @@ def ceiling_notes(c: dict) -> list[str]:
     if c.get("implausible"):
         notes.append(f"cannot be true ({c['implausible']}): not a roof")
     elif c.get("noisy"):
-        notes.append("noisy")
+        notes.append("noisy: " + "; ".join(c.get("noise_reasons") or why_noisy(c)))
     if c.get("fraction_of_theoretical"):
         at = (
             f" at the measured {c['theoretical_clock_ghz']:.3f} GHz" if c.get("theoretical_clock") == "measured" else ""

@@ -705,6 +705,7 @@ def run(driver: Driver, writer, plan: Plan, progress, probe=None) -> None:
         writer.data["notes"] += roofline.sweep_above_roof(writer.data["ceilings"], writer.data["sweeps"]["intensity"])
         writer.data["notes"] += peak_notes(writer.data["ceilings"], machine["cpu"])
         writer.data["notes"] += roofline.mark_implausible(writer.data["ceilings"])
+        roofline.say_why_noisy(writer.data["ceilings"])
     ph.finish()
     writer.save()
     progress.done(task)

@@ -79,3 +79,29 @@ def test_a_pass_without_a_clock_probe_falls_back_to_the_measured_rule():
     (p,) = roofline.best_of_passes([a, b])
     assert p["corroborated_per_cycle"] is None
     assert roofline.disturbed(p, per_cycle=True)
+
+
+def test_every_noisy_ceiling_says_why():
+    """The flag alone told a user nothing: each cause of `noisy` gives its reason, in the file and the
+    table; a quiet ceiling gets none."""
+    cands = [_pass(110.0, 4.07), _pass(121.7, 4.07)]
+    compute = {"kind": "compute", "value": 121.7, **pass_fields(cands[1], pass_agreement(cands, cands[1]))}
+    pts = [{"working_set_bytes": s, "rate": 50.0 + (s % 3), "best_median": 50.0, "threads": 1, "kernel": "read",
+            "dtype": "float64", "gbps": {"median": 50.0, "max": 51.0}, "noisy": s > 4 << 10}
+           for s in (4 << 10, 8 << 10, 16 << 10, 24 << 10, 28 << 10)]  # fmt: skip
+    caches = [{"name": "L1", "size_bytes": 32 << 10, "private": True, "instances": 1}]
+    (bw,) = [c for c in roofline.bandwidth_ceilings(pts, caches, 1, "read") if c["level"] == "L1"]
+    latency = {"kind": "latency", "value": 90.0, "noisy": True, "pass_spread": 0.4}
+    driver_only = {"kind": "latency", "value": 90.0, "noisy": True, "pass_spread": 0.01}
+    order = {"kind": "bandwidth", "value": 40.0, "noisy": True, "order_violation": True}
+    quiet = {"kind": "compute", "value": 1.0, "noisy": False}
+    cs = [compute, bw, latency, driver_only, order, quiet]
+    roofline.say_why_noisy(cs)
+    assert "passes differ by 10% per cycle" in compute["noise_reasons"][0]
+    k, n = bw["disturbed_sizes"]
+    assert bw["noisy"] and k > n / 2 and f"{k} of {n} sizes disturbed" in bw["noise_reasons"][0], bw
+    assert "passes differ by 40%" in latency["noise_reasons"][0]
+    assert "flagged while it was timed" in driver_only["noise_reasons"][0]
+    assert "farther level measured faster" in order["noise_reasons"][0]
+    assert "noise_reasons" not in quiet
+    assert roofline.ceiling_notes(latency)[0] == "noisy: its passes differ by 40%"

@@ -52,7 +52,7 @@ def ceilings_table(data: dict) -> None:
         for ce in data["ceilings"]:
             s, iv = ce["stats"], ce.get("interval")
             spread = f"{iv['lo']:.4g}-{iv['hi']:.4g}" if iv else f"{s['p20']:.4g}-{s['p80']:.4g}"
-            notes = [f"[red]{n}[/red]" if n in ("noisy", ">105% of theoretical") else n for n in ceiling_notes(ce)]
+            notes = [f"[red]{n}[/red]" if n.startswith(("noisy", ">105%")) else n for n in ceiling_notes(ce)]
             if ivs and not iv:  # a ceiling without an interval in a table of intervals
                 notes.append("p20-p80, no interval")
             if ce.get("moved"):
