@@ -316,3 +316,24 @@ def test_a_moe_model_states_the_distinct_experts_each_phase_reads():
     dense = {"rows": [{"phase": "decode", "batch": 1, "context": 64}]}
     predict.state_experts(llm.load("smollm-135m"), dense)
     assert "moe" not in dense and "expected_experts" not in dense["rows"][0]
+
+
+@pytest.mark.slow  # a real quick run's ceilings, then the grid: every cell and the decode sweep in onnxruntime
+def test_tiny_grid_end_to_end_with_the_turn_to_compute_bound(quick_result, tmp_path, capsys):
+    pytest.importorskip("onnxruntime")
+    cfg = _cfg(tmp_path, dict(TINY, max_position_embeddings=256))
+    rc = cli.main(["llm", cfg, "--ceilings", str(quick_result), "--quick", "--runtime", "onnxruntime", "--grid",
+                   "small", "--out", str(tmp_path / "r"), "--json"])  # fmt: skip
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    g = d["grid"]
+    assert len(g["cells"]) == 4 and all(c["measured_s"] > 0 and c["predicted_s"] > 0 for c in g["cells"])
+    (t,) = g["turns"]
+    batches = [p["batch"] for p in t["points"]]
+    assert batches[0] == 1 and batches[-1] >= 8 and all(p["seconds"] > 0 for p in t["points"])
+    assert t["predicted_knee"]["top_batch"] == batches[-1] and "ok" in t["check"]
+    assert any(f.endswith(".turn.png") for f in d["files"]) and any(f.endswith(".grid.png") for f in d["files"])
+    saved = json.loads(open(d["files"][0]).read())
+    from rooflab.report import build
+
+    assert "The runtime check over the grid" in build([saved])
