@@ -232,3 +232,14 @@ def test_torchs_fp32_linear_is_verified_and_timed_as_the_runtimes_gemm(tiny):
     (entry,) = got.values()
     assert entry["runtime"]["variant"] == "cpu.runtime_gemm.torch-linear" and entry["runtime"]["verification"]
     assert entry["library"]["variant"] != entry["runtime"]["variant"]
+
+
+def test_torchs_decode_sweep_times_every_batch_verified_and_gives_the_threads_back(tiny):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from rooflab.models.runtimes import pytorch
+
+    before = torch.get_num_threads()
+    got = pytorch.decode_sweep(tiny, 1, 16, [1, 2, 4], runs=3)
+    assert sorted(got) == [1, 2, 4] and all(v["median_s"] > 0 and v["verified_rel_err"] < 1e-3 for v in got.values())
+    assert torch.get_num_threads() == before

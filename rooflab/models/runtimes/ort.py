@@ -334,8 +334,8 @@ def timed(path: Path, threads: int, runs: int, warmup: int = 2) -> dict:
     }
 
 
-def decode_sweep(config, threads: int, context: int, batches: list[int], runs: int, weights: int | None = None,
-                 progress=None) -> dict:  # fmt: skip
+def decode_sweep(config, threads: int, context: int, batches: list[int], runs: int,
+                 weights: int | None = None) -> dict:  # fmt: skip
     """{batch: {"median_s", ...}}: one decode step at KV ``context`` exported at each batch (int4/int8
     MatMulNBits weights where ``weights``), timed as the grid's cells are (llm.turn's measured curve).
     Verified per batch before it is timed: the last sequence of the batch gives the logits the
@@ -351,8 +351,6 @@ def decode_sweep(config, threads: int, context: int, batches: list[int], runs: i
 
         one = llm_session(graph(1), threads)
         for B in batches:
-            if progress:
-                progress(B)
             path = graph(B) if B > 1 else None
             s = llm_session(path, threads) if path else one
             f = llm_feeds(s, seed=B)

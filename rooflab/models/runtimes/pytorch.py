@@ -39,6 +39,7 @@ dispatch each that is 30-90 ms the roofs do not see (the ONNX export has ~55 nod
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
 import math
@@ -521,30 +522,35 @@ def timed(model, phase: str, n: int, vocab: int, runs: int, warmup: int = 2, bat
     return {**measured, **profiled(run, sync)}
 
 
+@contextlib.contextmanager
+def torch_threads(torch, threads: int):
+    """torch's intra-op threads set to ``threads`` inside, the caller's restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def decode_sweep(config, threads: int, context: int, batches: list[int], runs: int, device: str = "cpu",
-                 dtype: str = "float32", progress=None) -> dict:  # fmt: skip
+                 dtype: str = "float32") -> dict:  # fmt: skip
     """{batch: {"median_s", ...}}: one decode step at KV ``context`` per batch in eager torch (one model,
     verified once: decode after prefill against the longer prefill), llm.turn's measured curve."""
     from ...cpu.backend import step_driver
 
     torch, _ = modules()
     arch = llm.arch_of(config)
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(torch, threads):
         model = build(config, device, dtype)
         err = verify(model, arch.vocab)
         sync = torch.cuda.synchronize if next(model.parameters()).is_cuda else (lambda: None)
         out = {}
         for B in batches:
-            if progress:
-                progress(B)
             run, after = _phase(model, "decode", context, arch.vocab, B)
             out[B] = {**step_driver().time_runs(run, runs, threads=threads, sync=sync, after=after),
                       "verified_rel_err": err}  # fmt: skip
         return out
-    finally:
-        torch.set_num_threads(before)
 
 
 def profiled(run, sync) -> dict:
@@ -586,9 +592,7 @@ def compare(config, rows: list[dict], threads: int, prompt: int, context: int, r
     that floor once per aten call the phase makes, counted by torch's own profile of it."""
     torch, transformers = modules()
     arch = llm.arch_of(config)
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(torch, threads):
         model = build(config, device, dtype)
         out = {
             "config": arch.name, "threads": threads, "check_name": "torch",
@@ -623,6 +627,4 @@ def compare(config, rows: list[dict], threads: int, prompt: int, context: int, r
                 "profiled_s": m["profiled_s"],
                 "predicted_by_kind_s": predicted_by_kind(row),
             }
-    finally:
-        torch.set_num_threads(before)
     return out
