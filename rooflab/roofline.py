@@ -103,7 +103,7 @@ def bandwidth_ceilings(
         if not inside:
             continue
         values = [p["rate"] for p in inside]
-        noisy_share = sum(disturbed(p, per_cycle=w["level"] in CORE_CLOCKED) for p in inside) / len(inside)
+        n_disturbed = sum(disturbed(p, per_cycle=w["level"] in CORE_CLOCKED) for p in inside)
         out.append(
             {
                 "name": f"{w['level']} {kernel} bandwidth, {threads} thread{'s' if threads > 1 else ''}",
@@ -120,8 +120,8 @@ def bandwidth_ceilings(
                 "window_bytes": [w["lo"], w["hi"]],
                 "os_size_bytes": w["os_bytes"],
                 "points_bytes": [p["working_set_bytes"] for p in inside],
-                "noisy": noisy_share > 0.5,
-                "disturbed_sizes": [round(noisy_share * len(inside)), len(inside)],  # noise_reasons says it
+                "noisy": n_disturbed > len(inside) / 2,
+                "disturbed_sizes": [n_disturbed, len(inside)],  # what noise_reasons says
                 # how far the passes' best samples lay apart (median over the sizes): the run's own
                 # spread over its minutes, one source of the ceiling's interval (rooflab/intervals.py)
                 "pass_spread": float(median(p.get("top_spread", 0.0) for p in inside)),
@@ -377,7 +377,8 @@ def _plateau_ends(ceilings: list[dict], pts: list[dict]) -> None:
         ceilings[-1].setdefault("plateau_end_bytes", None)
 
 
-LATENCY_PASS_SPREAD = 0.10  # a dispatch floor's passes further apart than this: noisy (families/latency.py)
+LATENCY_PASS_SPREAD = 0.10  # a dispatch floor's passes further apart than this: noisy (families/latency.py
+# judges its ceilings by it, why_noisy says it)
 
 
 def why_noisy(c: dict) -> list[str]:

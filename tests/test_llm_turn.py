@@ -103,6 +103,14 @@ def test_onnxruntimes_decode_sweep_verifies_each_batch_and_a_mixed_up_batch_fail
     got = ort.decode_sweep(str(cfg), 1, 16, [1, 2, 4], runs=3)
     assert sorted(got) == [1, 2, 4] and all(v["median_s"] > 0 and v["verified_rel_err"] < 1e-3 for v in got.values())
 
+    def broken_exporter(config, tmp):  # batch 1 is checked by the exporter's own end-to-end check
+        raise RooflabError("the exported graph is wrong: decode after prefill differs by 0.5")
+
+    with monkeypatch.context() as m:
+        m.setattr(ort, "verify", broken_exporter)
+        with pytest.raises(RooflabError, match="decode after prefill differs"):
+            ort.decode_sweep(str(cfg), 1, 16, [1], runs=3)
+
     real = ort.llm_session
 
     class Swapped:  # a batched graph that hands back its sequences' logits in the wrong order

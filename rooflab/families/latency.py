@@ -331,8 +331,9 @@ LAUNCH_NAMES = {"enqueue": "enqueue", "roundtrip": "roundtrip", "graph-node": "g
 
 def dispatch_ceilings(records: list[dict]) -> list[dict]:
     """ "dispatch: <path>" per CPU dispatch variant and thread count: the fastest pass (a floor is a
-    lower bound of what a call costs), flagged noisy when passes differ by more than 10 %."""
-    from ..roofline import LATENCY_UNIT
+    lower bound of what a call costs), flagged noisy when passes differ by more than
+    LATENCY_PASS_SPREAD (10 %)."""
+    from ..roofline import LATENCY_PASS_SPREAD, LATENCY_UNIT
 
     by_variant: dict = {}
     for r in records:
@@ -355,7 +356,7 @@ def dispatch_ceilings(records: list[dict]) -> list[dict]:
                 "unit": LATENCY_UNIT,
                 "stats": best["ns_per_launch"],
                 "kernel": variant,
-                "noisy": bool(best["noisy"] or spread > 0.10),
+                "noisy": bool(best["noisy"] or spread > LATENCY_PASS_SPREAD),
                 "passes": len(rs),
                 "pass_spread": spread,
             }
@@ -366,8 +367,8 @@ def dispatch_ceilings(records: list[dict]) -> list[dict]:
 def ort_ceilings(records: list[dict]) -> list[dict]:
     """onnxruntime's cost per node and per run at each thread count, from the chains' fastest passes
     (cpu.latency.ort_chain at N = 1 and N = ORT_NODES): per node = (t_N - t_1) / (N - 1), per run =
-    t_1 less one node. Noisy when either chain's passes differ by more than 10 %."""
-    from ..roofline import LATENCY_UNIT
+    t_1 less one node. Noisy when either chain's passes differ by more than LATENCY_PASS_SPREAD."""
+    from ..roofline import LATENCY_PASS_SPREAD, LATENCY_UNIT
 
     chains: dict = {}
     for r in records:
@@ -410,7 +411,7 @@ def ort_ceilings(records: list[dict]) -> list[dict]:
                     "stats": st,
                     "kernel": f"cpu.latency.ort_chain N={ns[0]} and N={ns[-1]}: "
                     + ("(t_N - t_1) / (N - 1)" if what == "node" else "t_1 less one node"),
-                    "noisy": bool(noisy or spread > 0.10 or value <= 0),
+                    "noisy": bool(noisy or spread > LATENCY_PASS_SPREAD or value <= 0),
                     "passes": min(len(chains[(threads, n)]) for n in (ns[0], ns[-1])),
                     "pass_spread": spread,
                 }

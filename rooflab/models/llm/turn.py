@@ -19,10 +19,10 @@ the two instead of overlapping them it is where the curve reaches half its plate
 only seen once the last doubling of the batch gained less than FLAT_GAIN: short of that the knee
 is a lower bound, and said so.
 
-Napkin (SmolLM-135M fp32 on a 2-core Zen 3: 32 FLOP/cycle/core x 2 cores x ~3.2 GHz = ~200 GFLOP/s
-against ~20 GB/s; an fp32 weight GEMV does B/2 FLOP per byte): the GEMMs turn near batch 20, so the
-sweep runs batch 1, 2, ..., 128 (4x past the predicted turn); a step at batch 128 is ~35 GFLOP,
-~0.3 s. The check: within one batch step (a factor of 2: the sweep doubles the batch).
+Napkin (fp32 weights, one Zen 3 core: an FP32 FMA peak of 85 GFLOP/s measured against a 21 GB/s DRAM
+read; a weight GEMV does 2B FLOPs per 4 bytes): the GEMMs turn at B = 2 x 85 / 21 = ~8, so the sweep
+runs batch 1, 2, ..., 32 (4x past it); SmolLM-135M's step at batch 32 is ~9 GFLOP, ~0.2 s. The
+check: within one batch step (a factor of 2: the sweep doubles the batch).
 """
 
 from __future__ import annotations
