@@ -218,3 +218,64 @@ def test_no_rung_is_picked_by_comparing_its_number():
         if compare.search(line) and "pct" not in line
     ]
     assert found == []
+
+
+def _njit_functions(tree: ast.Module) -> dict[str, bool]:
+    """Name -> whether the njit function is inlined (``inline="always"``), for the module's own ones."""
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            for d in node.decorator_list:
+                call = d if isinstance(d, ast.Call) else None
+                name = getattr(call.func if call else d, "id", None)
+                if name == "njit":
+                    out[node.name] = bool(call) and any(
+                        k.arg == "inline" and getattr(k.value, "value", None) == "always" for k in call.keywords
+                    )
+    return out
+
+
+def prange_index_passed_raw(source: str) -> list[str]:
+    """Calls in a ``prange`` body that hand the loop index itself to a compiled (not inlined) njit
+    function of the same module. numba types that index uint64 inside the parallel body and int64
+    before it, so such a callee is compiled twice, once per signature (the depthwise conv: 27.6 s of
+    cold compile, 14.0 s with ``np.int64(t)`` passed instead)."""
+    tree = ast.parse(source)
+    compiled = {n for n, inlined in _njit_functions(tree).items() if not inlined}
+    found = []
+    for loop in ast.walk(tree):
+        it = loop.iter if isinstance(loop, ast.For) else None
+        if not (isinstance(it, ast.Call) and getattr(it.func, "id", getattr(it.func, "attr", None)) == "prange"):
+            continue
+        index = getattr(loop.target, "id", None)
+        for call in ast.walk(loop):
+            if isinstance(call, ast.Call) and getattr(call.func, "id", None) in compiled:
+                if any(isinstance(a, ast.Name) and a.id == index for a in call.args):
+                    found.append(f"line {call.lineno}: {call.func.id}(..., {index}, ...)")
+    return found
+
+
+def test_a_prange_index_reaches_a_compiled_callee_as_int64():
+    bad = """
+@njit(cache=True)
+def body(x, t):
+    x[t] = t
+
+@njit(inline="always")
+def inlined(x, t):
+    x[t] = t
+
+@njit(parallel=True)
+def outer(x):
+    for t in prange(4):
+        body(x, t)
+        inlined(x, t)
+        body(x, np.int64(t))
+"""
+    assert prange_index_passed_raw(bad) == ["line 13: body(..., t, ...)"]
+    found = {
+        str(p.relative_to(ROOT)): hits
+        for p in sorted((ROOT / "kernels").rglob("*.py"))
+        if (hits := prange_index_passed_raw(p.read_text()))
+    }
+    assert found == {}

@@ -526,12 +526,13 @@ def depthwise_nchw(x, w, y, sh, sw, ph, pw, nchunks):
     flat = k3 and sh == 1 and sw == 1 and ph == 1 and pw == 1
     wide = k3 and (sh > 1 or sw > 1 or y.shape[3] < WIDE_BELOW)
     for t in prange(nchunks):
+        c = np.int64(t)  # prange's index is uint64 in the parallel body: one signature, not two compiles
         if flat:
-            _depthwise_flat_chunk(x, w, y, t, nchunks)
+            _depthwise_flat_chunk(x, w, y, c, nchunks)
         elif wide:
-            _depthwise_wide_chunk(x, w, y, sh, sw, ph, pw, t, nchunks)
+            _depthwise_wide_chunk(x, w, y, sh, sw, ph, pw, c, nchunks)
         else:
-            _depthwise_chunk(x, w, y, sh, sw, ph, pw, t, nchunks)
+            _depthwise_chunk(x, w, y, sh, sw, ph, pw, c, nchunks)
 
 
 @njit(inline="always")
