@@ -200,6 +200,21 @@ def _set_figures(rec: Record, work, reps: int, t: dict) -> None:
     rec.ns_per_launch = _per_launch_ns(t, work.launches)
 
 
+VERIFY_COPIES = 8  # a rotation's copies the kernel is checked on: the first, the last, evenly spaced between
+
+
+def checked_copies(copies: list) -> list:
+    """The copies of a rotation its kernel is verified on: every one of up to VERIFY_COPIES, else
+    the first, the last and evenly spaced ones between. The copies are one kernel at one shape on
+    operands from different seeds: a kernel wrong on random values is wrong on the first already;
+    the spread sample, the last copy included, checks how the copies were made. Checking all 512
+    of a tiny op's copies took half of a tiny model's `llm --grid small` (51 of 111 s)."""
+    n = len(copies)
+    if n <= VERIFY_COPIES:
+        return list(copies)
+    return [copies[round(i * (n - 1) / (VERIFY_COPIES - 1))] for i in range(VERIFY_COPIES)]
+
+
 @dataclass
 class Driver:
     backend: Backend
@@ -327,18 +342,18 @@ class Driver:
     def _check(
         self, rec: Record, variant: Variant, copies: list, vparams: dict, threads: int, case_key, run_all=None
     ) -> bool:
-        """Verify every copy of the operands, or take the case's check (or error) from an earlier
-        pass of this run; False, with the record failed and the error, for a wrong result, a
-        refusal of these inputs or a launch error. ``run_all``: the variant's own rotation over
-        the copies, what is timed: the kernel is checked on the first copy, the rotation's output
-        on every copy."""
+        """Verify the copies of the operands (checked_copies: all of a rotation of up to
+        VERIFY_COPIES), or take the case's check (or error) from an earlier pass of this run; False,
+        with the record failed and the error, for a wrong result, a refusal of these inputs or a
+        launch error. ``run_all``: the variant's own rotation over the copies, what is timed: the
+        kernel is checked on the first copy, the rotation's output on every copy."""
         earlier = self.verified.get(case_key) if case_key is not None else None
         try:
             if isinstance(earlier, RooflabError):
                 raise earlier
             if earlier is not None:  # the same case, checked in an earlier pass of this run
                 rec.verification = {**earlier, "earlier_in_run": True}
-            kernel_checked = copies[:1] if run_all is not None else copies
+            kernel_checked = copies[:1] if run_all is not None else checked_copies(copies)
             for i, c in enumerate(kernel_checked if earlier is None else []):
                 checked = self.verify(variant, c, vparams, threads)
                 if i == 0:

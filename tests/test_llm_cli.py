@@ -337,3 +337,28 @@ def test_tiny_grid_end_to_end_with_the_turn_to_compute_bound(quick_result, tmp_p
     from rooflab.report import build
 
     assert "The runtime check over the grid" in build([saved])
+
+
+def test_a_long_rotation_is_verified_on_its_first_last_and_spread_copies():
+    """Up to VERIFY_COPIES copies are all checked; a longer rotation on the first, the last and
+    evenly spaced ones, so a wrong last copy still fails the op."""
+    from rooflab.cpu.backend import cpu_backend
+    from rooflab.driver import VERIFY_COPIES, Driver, Settings, checked_copies
+
+    assert checked_copies(list(range(5))) == list(range(5))
+    picked = checked_copies(list(range(40)))
+    assert len(picked) == VERIFY_COPIES and picked[0] == 0 and picked[-1] == 39 and picked == sorted(set(picked))
+    op = _gemv_op()
+    (lib,), _ = measure.variants_for(op, "cpu")
+    copies = [lib.inputs(dict(op["shape"]), np.dtype("float32"), seed=i) for i in range(20)]
+    seen = []
+
+    def kernel(*a, **k):
+        seen.append(a[0])
+        out = lib.kernel(*a, **k)
+        return out + 1.0 if a[0] is copies[-1][0] else out
+
+    bad = lib.__class__(**{**lib.__dict__, "kernel": kernel})
+    driver = Driver(cpu_backend(probe=False), Settings(budget_s=0.0, min_samples=1, max_attempts=1))
+    assert driver.measure(bad, copies[0], reps=1, rotation=copies[1:]).status == "failed"
+    assert len(seen) == VERIFY_COPIES
