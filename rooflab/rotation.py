@@ -10,9 +10,7 @@ from __future__ import annotations
 
 STREAM_LLC_MULTIPLE = 4  # a rotation's copies together hold >= 4x the LLC: each call reads from DRAM
 ROTATION_MEMORY_SHARE = 0.25  # ... and at most this share of the free memory
-ROTATION_MAX_COPIES = (
-    512  # ... and at most this many (driver.checked_copies verifies 8 of them); tiny ops then also flush
-)
+ROTATION_MAX_COPIES = 512  # ... and at most this many (the kernel checked on 8); tiny ops then also flush
 
 
 def rotation_count(ws: int, llc: int, available: int | None) -> int:

@@ -557,8 +557,9 @@ def _stream_copies(case: Case, inputs: tuple) -> list[tuple]:
 
 def _streamed(c: Case) -> Case:
     """A GEMV timed from DRAM as a decode step streams its layers: each sample calls it once on each
-    of its weight copies in turn (>= 4x the LLC; up to 8 of them verified, driver.checked_copies), no flush between the calls, charged
-    per call; an onnxruntime rung runs the copies as one graph (OrtRotation)."""
+    of its weight copies in turn (>= 4x the LLC; the kernel verified on up to 8 of them,
+    driver.checked_copies), no flush between the calls, charged per call; an onnxruntime rung runs
+    the copies as one graph (OrtRotation), its output checked on every copy."""
     timing = {"rotation": _stream_copies, "min_samples": 5, "budget_s": 0.0}
     return replace(c, timing=timing, meta={**c.meta, "cold": True, "streamed": True})
 
