@@ -85,3 +85,16 @@ def test_elementwise_report_through_the_driver(tmp_path, capsys, monkeypatch):
     text = capsys.readouterr().out
     assert "FAILED cpu.latency.ufunc" in text and "ceiling 02-random-cycle-hugepages L1" in text
     assert "thread CPU time" in text and "ns per chain" in text
+
+
+def test_w4_gemv_levels_gives_ratios_to_the_read_roof_and_a_wrong_gemv_stops_it(capsys, monkeypatch):
+    mod = load("w4_gemv_levels")
+    argv = ["--K", "256", "--N", "64", "--threads", "1", "--rounds", "2", "--read-mb", "8"]
+    assert mod.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "read roof 1T" in out and ("dram 0." in out or "dram 1." in out)
+    assert "l3 " in out and "median" in out
+    bad = off_by_a_bit(rooflab.get_variant(mod.W4))
+    monkeypatch.setitem(registry._REGISTRY, mod.W4, bad)
+    with pytest.raises(SystemExit, match="w4_gemv_levels: .*cpu.qgemm.01-w4a8-dpbusd"):
+        mod.main(argv)
