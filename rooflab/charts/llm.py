@@ -52,16 +52,21 @@ def decode_figure(summary: dict):
             ax.axvline(b, color="grey", ls="--")
             ax.annotate(f"compute-bound from batch {b}", (b, min(mem + comp)), xytext=(5, 5),
                         textcoords="offset points", fontsize=9)  # fmt: skip
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("decode tokens/s")
         fixed = f"context {c['context']}" if key == "batch" else f"batch {c['batch']}"
-        ax.set_title(f"{summary['config']} decode vs {key} ({fixed})", fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8, loc="best")
+        _tokens_axes(ax, xlabel, f"{summary['config']} decode vs {key} ({fixed})")
     fig.tight_layout()
     return fig
+
+
+def _tokens_axes(ax, xlabel: str, title: str, legend: dict | None = None) -> None:
+    """A decode tokens/s panel's axes: log2 x, log y, labels, title, grid and legend."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("decode tokens/s")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(**(legend or {"fontsize": 8, "loc": "best"}))
 
 
 def decode_charts(summary: dict, stem: Path) -> list[Path]:
@@ -138,21 +143,23 @@ def turn_figure(turns: list[dict], config: str):
             ax.plot([], [], " ", label=f"GEMMs compute-bound on their roofs from batch {t['predicted_gemm_turn']}")
         from matplotlib.ticker import FixedLocator, FuncFormatter
 
-        ax.set(yscale="log", xlabel="batch (sequences decoded together)", ylabel="decode tokens/s")
-        ax.set_xscale("log", base=2)
+        title = f"{config} decode, {t['runtime']}, {t['threads']} thread(s), context {t['context']}"
+        _tokens_axes(ax, "batch (sequences decoded together)", title, {"fontsize": 7, "loc": "upper left"})
         ax.xaxis.set_major_locator(FixedLocator(x))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # 1, 2, 4 ... not 2^0, 2^1
         for fmt in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
             fmt(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.set_title(f"{config} decode, {t['runtime']}, {t['threads']} thread(s), context {t['context']}", fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig
 
 
+def plotted_turns(grid: dict | None) -> list[dict]:
+    """The grid's turns that have measured points (what turn_figure draws)."""
+    return [t for t in (grid or {}).get("turns", []) if t.get("points")]
+
+
 def turn_charts(summary: dict, stem: Path) -> list[Path]:
-    turns = [t for t in (summary.get("grid") or {}).get("turns", []) if t.get("points")]
+    turns = plotted_turns(summary.get("grid"))
     if not turns:
         return []
     return save(turn_figure(turns, summary.get("config", "")), Path(str(stem) + ".turn"))

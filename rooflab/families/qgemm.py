@@ -536,7 +536,7 @@ def cases(quick: bool = False, threads: list[int] | None = None, device: str = "
     return out
 
 
-STREAM_MAX_COPIES = 16  # each copy is verified against float64: a cap on a host with a huge LLC
+STREAM_MAX_COPIES = 16  # each copy is made from its own seed and held in memory: a cap on a host with a huge LLC
 
 
 def _stream_copies(case: Case, inputs: tuple) -> list[tuple]:

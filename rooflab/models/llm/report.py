@@ -81,12 +81,12 @@ def _grid_section(s: dict) -> str:
     g = s.get("grid") or {}
     if not g.get("cells"):
         return ""
-    from ...charts.llm import grid_figure, turn_figure
+    from ...charts.llm import grid_figure, plotted_turns, turn_figure
     from .grid import lines
 
     out = "<h3>The runtime check over the grid</h3><pre>" + _esc("\n".join(lines(g))) + "</pre>"
     out += _img(grid_figure(g), "measured in the runtime against predicted, per grid cell")
-    turns = [t for t in g.get("turns", []) if t.get("points")]
+    turns = plotted_turns(g)
     if turns:
         out += _img(turn_figure(turns, s["config"]), "decode tokens/s against batch: the turn to compute-bound")
     return out

@@ -86,8 +86,7 @@ def sweep(decode_seconds, curves: dict, cap: int) -> dict:
     The batches run to PAST_TURN x the prediction's knee. Returns {"points", "knee", "predicted_points",
     "predicted_knee", "predicted_gemm_turn", "check"}: the knees found by the same rule on both curves,
     over the same batches."""
-    ladder = [2**i for i in range(int(math.log2(max(cap, 1))) + 1)]
-    first = knee(predicted_points(curves, ladder))
+    first = knee(predicted_points(curves, batches(None, cap)))  # every power of 2 up to the cap
     bs = batches(math.ceil(first["batch"]) if first.get("batch") else None, cap)
     got = decode_seconds(bs)
     points = [{"batch": B, "seconds": got[B], "tokens_per_s": B / got[B]} for B in bs]
