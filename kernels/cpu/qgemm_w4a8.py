@@ -16,10 +16,10 @@ Napkin (one Zen 4 core, zmm, per 64 bytes of codes = 128 weights): 1 load, 3 log
 1 convert, 1 scale load + shuffle, 1 mul, 1 FMA: ~10 ops where the fp32 path (qgemm_w.py) takes
 ~32, so ~6 B/cycle ~ 20 GB/s per core: at DRAM speed on two cores.
 On AVX2 (Zen 3, ymm: ~40 instructions per 64 B of codes) one row of 4096 weights takes ~200 ns from
-L2 or L3 alike, 2-3 instructions a cycle at 2.45-3.5 GHz: compute-bound (scripts/w4_gemv_levels.py). Tried and left out: two weight rows per
-pass sharing each group's activation and scale loads (four accumulators) ran 0.69-0.95x of this
-loop, slowest from DRAM (interleaved A/B in one process, K = 4096, N = 2048-44032, 1 and 2 threads,
-2026-12-07).
+L2 or L3 alike, 2-3 instructions a cycle at 2.45-3.5 GHz: compute-bound (scripts/w4_gemv_levels.py).
+Tried and left out: two weight rows per pass sharing each group's activation and scale loads (four
+accumulators) ran 0.69-0.95x of this loop, slowest from DRAM (interleaved A/B in one process,
+K = 4096, N = 2048-44032, 1 and 2 threads, 2026-12-07).
 """
 
 from __future__ import annotations
