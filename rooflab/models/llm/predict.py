@@ -254,26 +254,30 @@ def stored_weight_bytes(ops_list, device: str) -> float:
 def graph_kv_copy_s(arch, context: int, threads: int, roofs, machine, quick: bool, cold: bool, batch: int = 1) -> float:
     """Seconds of an exported decode graph's KV cache Concats (llm.export: present = Concat(past, new),
     2 per layer, each writing the whole cache of ``context`` positions, as ONNX exports without a
-    shared KV buffer do), where rooflab's decode appends one position in place: rooflab's concat op
-    measured at that size (cold, as the step streams its cache, where ``cold``)."""
+    shared KV buffer do), where rooflab's decode appends one position in place: onnxruntime's own
+    Concat at that shape (families/runtime_concat.py), where ``cold`` over a rotation of distinct
+    pasts in one session, as the step streams its layers' caches from DRAM."""
+    from ...families import runtime_concat
+    from ...registry import get_variant
+
+    size = runtime_concat.kv_shape(batch, arch.kv_heads, context, arch.head_dim)
     op = normalize(
         {
             "kind": "concat",
-            "shape": {"numel": batch * arch.kv_heads * arch.head_dim * context, "inputs": 2},
+            "shape": {"numel": batch * arch.kv_heads * arch.head_dim * context, "inputs": 2, **size},
             "dtype": "float32",
             "name": "graph KV Concat",
         }
     )
-    (v, *_), _ = measure.variants_for(op, "cpu")
-    flush = flusher("cpu", machine) if cold else None
     rec = measure.measure_one(
         measure.driver_for("cpu", quick),
-        v,
+        get_variant(runtime_concat.ORT_KV_CONCAT),
         op,
         threads=threads,
         roofs=roofs,
-        flush=flush,
+        flush=flusher("cpu", machine) if cold else None,
         cold_samples=3 if cold else 0,
+        stream_llc=llc_bytes(machine, "cpu") if cold else None,
     )
     return rec.get("cold_seconds", rec["seconds"]) * 2 * arch.layers
 
