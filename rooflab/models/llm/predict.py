@@ -298,6 +298,7 @@ def assemble(phase_sets, measured, roofs, machine, device, dtype_req) -> list[di
             n = o["count"] * o["mult"]
             cold = _charged_cold(o, phase_cold)
             tl, tb, rec, pred = _time(measured[_key(o)], cold, roofs)
+            warm = _time(measured[_key(o)], False, roofs)[1] if cold else tb
             t_lib += tl * n
             t_best += tb * n
             roof += roof_time(o, roofs, cold)["seconds"] * n
@@ -309,7 +310,7 @@ def assemble(phase_sets, measured, roofs, machine, device, dtype_req) -> list[di
             oprows.append(
                 {
                     "name": o["name"], "kind": o["kind"], "cls": o["cls"], "count": o["count"], "mult": o["mult"],
-                    "shape": o["shape"], "cold": cold, "seconds": tb, "library_seconds": tl,
+                    "shape": o["shape"], "cold": cold, "seconds": tb, "warm_seconds": warm, "library_seconds": tl,
                     "total_s": tb * n, "flops": flops(o), "bytes_min": min_bytes(o), "class": rec["class"],
                     "pct_of_roof": rec["pct_of_roof"], "impl": rec.get("impl", "roofs"), "predicted": pred,
                     "intensity": rec["intensity"],

@@ -117,6 +117,11 @@ def lines(c: dict) -> list[str]:
                 f"measured at their size, where rooflab's in-place append takes {p['kv_append_s'] * 1e3:.2f} ms; "
                 f"in place: {p['predicted_in_place_s'] * 1e3:.2f} ms)"
             )
+        if p.get("kv_reread_warm_s"):
+            out.append(
+                f"      (its attention reads the cache the Concats just wrote: charged warm, "
+                f"{p['kv_reread_warm_s'] * 1e3:+.2f} ms against streamed from DRAM)"
+            )
         theirs = p.get("runtime_by_op_type_s", p.get("ort_by_op_type_s", {}))
         ort_top = ", ".join(f"{k} {v * 1e3:.2f}" for k, v in list(theirs.items())[:6])
         calls = f" ({p['aten_calls']} aten calls)" if "aten_calls" in p else ""
