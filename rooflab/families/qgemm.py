@@ -286,10 +286,20 @@ class OrtRotation:
     copy's node (ort_session.merged_session), fed the copies' shared activations, as a decode step's
     graph runs its layers; the last rotation's session kept (an op's rotation is timed, then the
     next op's). None, so the driver calls the copies one by one, where the copies do not share
-    their activations or are too large to merge."""
+    their activations or are too large to merge. A variant whose copies differ in a graph input,
+    not a constant, overrides ``build`` and ``feeds`` (families/runtime_concat.py)."""
 
-    def __init__(self, model_of, what: str):
+    def __init__(self, model_of=None, what: str = "rotation"):
         self.model_of, self.what, self.last = model_of, what, None
+
+    def build(self, copies, threads: int, **params):
+        """The session that runs every copy once per run (None: the driver's way instead)."""
+        from ..ort_session import merged_session
+
+        return merged_session([self.model_of(*c[1:], **params) for c in copies], threads, self.what)
+
+    def feeds(self, copies) -> dict:
+        return {"A": copies[0][0]}
 
     def __call__(self, copies, threads=None, **params):
         A = copies[0][0]
@@ -298,15 +308,12 @@ class OrtRotation:
         t = resolve_threads(threads)
         key = (tuple(id(c[1]) for c in copies), t)
         if self.last is None or self.last[0] != key or any(ref() is None for ref in self.last[2]):
-            from ..ort_session import merged_session
-
-            models = [self.model_of(*c[1:], **params) for c in copies]
             self.last = None  # the previous rotation's session freed before the next is built
-            self.last = (key, merged_session(models, t, self.what), [weakref.ref(c[1]) for c in copies])
+            self.last = (key, self.build(copies, t, **params), [weakref.ref(c[1]) for c in copies])
         sess = self.last[1]
         if sess is None:
             return None
-        feeds = {"A": A}
+        feeds = self.feeds(copies)
         return lambda: sess.run(None, feeds)
 
 

@@ -23,13 +23,12 @@ Napkin: a context-1024 SmolLM cache (3 KV heads x 64) is 768 KB per Concat, read
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from ..registry import Variant, installed, register
 from ..threads import resolve_threads
 from ..work import Work
+from .qgemm import OrtRotation
 
 FAMILY = "runtime_concat"
 ORT_KV_CONCAT = f"cpu.{FAMILY}.ort-kv-concat"
@@ -107,31 +106,20 @@ def _ort_kv_concat(new, past, reps=1, threads=None):
     return y
 
 
-class _Rotation:
-    """Variant.rotate: one session of one Concat per copy (copies share ``new``, each its own past),
-    fed every copy's past; the last rotation's session kept while its pasts live."""
+class _Rotation(OrtRotation):
+    """Variant.rotate: one session of one Concat per copy (copies share ``new``, each its own past as
+    a graph input), fed every copy's past; OrtRotation keeps the last one while its pasts live."""
 
-    def __init__(self):
-        self.last = None
+    def build(self, copies, threads: int, **_):
+        from ..ort_session import options, session
 
-    def __call__(self, copies, threads=None, **_):
-        new = copies[0][0]
-        if any(c[0] is not new for c in copies):
-            return None
         for c in copies:
             _check(*c)
-        t = resolve_threads(threads)
-        key = (tuple(id(c[1]) for c in copies), t)
-        if self.last is None or self.last[0] != key or any(ref() is None for ref in self.last[2]):
-            from ..ort_session import options, session
+        model = concat_model(copies[0][0].shape, copies[0][1].shape, len(copies))
+        return session(model, options(threads, what=ORT_KV_CONCAT))
 
-            self.last = None  # the previous rotation's session freed before the next is built
-            model = concat_model(new.shape, copies[0][1].shape, len(copies))
-            sess = session(model, options(t, what=ORT_KV_CONCAT))
-            self.last = (key, sess, [weakref.ref(c[1]) for c in copies])
-        sess = self.last[1]
-        feeds = {"new": new, **{f"past_{k}": c[1] for k, c in enumerate(copies)}}
-        return lambda: sess.run(None, feeds)
+    def feeds(self, copies) -> dict:
+        return {"new": copies[0][0], **{f"past_{k}": c[1] for k, c in enumerate(copies)}}
 
 
 if installed("onnxruntime"):
@@ -146,6 +134,6 @@ if installed("onnxruntime"):
             work=work,
             inputs=inputs,
             dtypes=("float32",),
-            rotate=_Rotation(),
+            rotate=_Rotation(what=ORT_KV_CONCAT),
         )
     )
