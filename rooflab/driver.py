@@ -33,6 +33,7 @@ import numpy as np
 from . import verify
 from .backend import Backend
 from .errors import RooflabError, VerificationError
+from .idle_threads import CAP_S, WINDOW_S, wait_until_idle
 from .memory import check_footprint
 from .registry import Case, Variant, check_cases, get_variant
 from .timing import invert_stats, summarize
@@ -215,6 +216,19 @@ def checked_copies(copies: list) -> list:
     return [copies[round(i * (n - 1) / (VERIFY_COPIES - 1))] for i in range(VERIFY_COPIES)]
 
 
+def _settle(meta: dict, threads: int) -> None:
+    """Before a multi-thread time: wait for this process's other threads to go idle (idle_threads:
+    a pool an earlier call left spinning, e.g. OpenBLAS after the references, would take the
+    cores); a wait longer than one look, or one that hit its cap, is kept in ``meta``."""
+    if threads <= 1:
+        return
+    waited = wait_until_idle()
+    if waited is not None and waited > 2 * WINDOW_S:
+        meta["waited_for_idle_threads_s"] = round(waited, 4)
+        if waited >= CAP_S:
+            meta["threads_still_busy"] = True
+
+
 @dataclass
 class Driver:
     backend: Backend
@@ -308,6 +322,7 @@ class Driver:
             return rec
         if not self._check(rec, variant, copies, vparams, threads, case_key, run_all):
             return rec
+        _settle(rec.meta, threads)  # the references' BLAS pool just ran on these threads
         s = self.settings
         try:
             attempts, reps = self._time(
@@ -467,6 +482,8 @@ class Driver:
         session's runs, alternated with the timed ones so that a neighbour hits both alike)."""
         sync = sync or (lambda: None)
         after = after or (lambda: None)
+        settled: dict = {}
+        _settle(settled, threads)
         for _ in range(warmup):
             run()
             after()
@@ -493,6 +510,7 @@ class Driver:
             "noisy": bool(a["noise_reasons"]),
             "noise_reasons": a["noise_reasons"],
             "clock_ghz": {"before": before, "after": a["after"]},
+            **settled,
         }
 
     # ---- an interleaved comparison ---------------------------------------------------------------
