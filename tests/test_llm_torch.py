@@ -136,6 +136,39 @@ def test_decode_steps_keep_their_context_and_are_profiled(tiny):
     assert abs(sum(m["by_op_type_s"].values()) - m["profiled_s"]) < 1e-3 * m["profiled_s"] + 1e-6
 
 
+def test_the_decode_check_charges_dynamiccaches_cat(tiny):
+    """transformers' DynamicCache grows every layer's keys and values with torch.cat each decode step
+    where rooflab's decode appends in place: the check swaps the append for the copy (kv_copy), the
+    attention that reads the copy just written charged warm, the in-place figure kept and said."""
+    pytorch = _torch()
+    from rooflab.models.runtimes import llm_check
+
+    def row(phase, **k):
+        ops = [{"kind": kind, "total_s": t, "seconds": t, "library_seconds": t, "count": 1, "mult": 1}
+               for kind, t in (("batched_gemm", 0.004), ("concat", 0.001))]  # fmt: skip
+        if phase == "decode":
+            ops[0].update(cold=True, warm_seconds=0.0015)
+        return {"phase": phase, "batch": 1, "seconds": 0.005, "library_seconds": 0.005, "roof_seconds": 0.002,
+                "ops": ops, **k}  # fmt: skip
+
+    asked = []
+
+    def cat(context, batch=1):
+        asked.append((context, batch))
+        return 0.003
+
+    rows = [row("prefill", prompt=4), row("decode", context=8)]
+    c = pytorch.compare(tiny, rows, threads=1, prompt=4, context=8, runs=3, kv_copy=cat)
+    d, p = c["decode"], c["prefill"]
+    assert asked == [(8, 1)]
+    assert d["predicted_s"] == pytest.approx(0.005 - 0.001 + 0.003 - 0.0025) and d["predicted_in_place_s"] == 0.005
+    assert d["predicted_by_kind_s"][llm_check.KIND_TO_ORT["concat"]] == pytest.approx(0.003)
+    assert "graph_kv_copy_s" not in p and p["predicted_s"] == 0.005
+    assert any("DynamicCache's torch.cat copies the whole cache" in line for line in llm_check.lines(c))
+    plain = pytorch.compare(tiny, rows, threads=1, prompt=4, context=8, runs=3, phases=("decode",))
+    assert plain["decode"]["predicted_s"] == 0.005 and "graph_kv_copy_s" not in plain["decode"]
+
+
 @pytest.mark.slow  # a real quick run's ceilings, then the LLM placed and checked against torch
 def test_torch_check_end_to_end(quick_result, tiny, tmp_path, capsys):
     _torch()
@@ -149,6 +182,7 @@ def test_torch_check_end_to_end(quick_result, tiny, tmp_path, capsys):
     for phase in ("prefill", "decode"):
         p = c[phase]
         assert p["measured_s"] > 0 and p["predicted_s"] > 0 and p["aten_calls"] > 0
+    assert c["decode"]["graph_kv_copy_s"] > 0  # DynamicCache's cat, timed with torch's own
     from rooflab.models.runtimes.llm_check import lines
 
     text = "\n".join(lines(c))

@@ -1,6 +1,7 @@
-"""onnxruntime's own KV-cache Concat (rooflab/families/runtime_concat.py): verified against the float64
-concatenation alone and over a rotation (one session, a Concat per copy), a wrong order or a
-swapped rotation output fails, and the LLM check charges the decode graph's Concats with it."""
+"""The runtimes' own KV-cache copies (rooflab/families/runtime_concat.py): onnxruntime's Concat and
+torch's cat verified against the float64 concatenation (the Concat also over a rotation: one
+session, a Concat per copy), a wrong order or a swapped rotation output fails, and the LLM checks
+charge the decode step's copies with the runtime's own."""
 
 import numpy as np
 import pytest
@@ -24,8 +25,18 @@ def _copies(v, n):
     return [first] + [(first[0], v.inputs(SIZE, seed=i)[1]) for i in range(1, n)]
 
 
-def test_the_concat_is_the_cache_then_the_new_position_and_verified():
-    v = get_variant(rc.ORT_KV_CONCAT)
+def _variant(name):
+    if name == rc.TORCH_KV_CAT:
+        pytest.importorskip("torch", reason="the torch extra is not installed (CI does not install it)")
+    return get_variant(name)
+
+
+BOTH = [rc.ORT_KV_CONCAT, rc.TORCH_KV_CAT]
+
+
+@pytest.mark.parametrize("name", BOTH)
+def test_the_concat_is_the_cache_then_the_new_position_and_verified(name):
+    v = _variant(name)
     new, past = v.inputs(SIZE, seed=0)
     assert past.shape == (2, 3, 8, 8) and new.shape == (2, 3, 1, 8)
     y = v(new, past, threads=1)
@@ -35,8 +46,9 @@ def test_the_concat_is_the_cache_then_the_new_position_and_verified():
     assert rec.status == "ok" and rec.work["bytes_written"] == new.nbytes + past.nbytes
 
 
-def test_a_concat_in_the_wrong_order_fails_verification():
-    v = get_variant(rc.ORT_KV_CONCAT)
+@pytest.mark.parametrize("name", BOTH)
+def test_a_concat_in_the_wrong_order_fails_verification(name):
+    v = _variant(name)
     wrong = v.__class__(**{**v.__dict__, "kernel": lambda new, past, **k: np.concatenate([new, past], axis=2)})
     assert _driver().measure(wrong, v.inputs(SIZE, seed=0), reps=1, threads=1).status == "failed"
 
@@ -72,9 +84,11 @@ def test_a_cache_without_a_past_position_is_refused(bad):
         rc.inputs(bad)
 
 
-def test_the_llm_check_charges_the_graphs_concats_with_onnxruntimes_own(monkeypatch):
-    """graph_kv_copy_s times this variant at the decode graph's shape, 2 per layer; cold over a
-    rotation of pasts (stream_llc set), warm without."""
+@pytest.mark.parametrize("runtime, name", [("onnxruntime", rc.ORT_KV_CONCAT), ("torch", rc.TORCH_KV_CAT)])
+def test_the_llm_check_charges_the_steps_copies_with_the_runtimes_own(monkeypatch, runtime, name):
+    """graph_kv_copy_s times the runtime's variant at the decode step's shape, 2 per layer; cold over
+    a rotation of pasts (stream_llc set), warm without."""
+    _variant(name)
     from rooflab.models import llm, measure
     from rooflab.models.llm import predict
 
@@ -88,11 +102,11 @@ def test_the_llm_check_charges_the_graphs_concats_with_onnxruntimes_own(monkeypa
     monkeypatch.setattr(measure, "measure_one", fake)
     monkeypatch.setattr(predict, "llc_bytes", lambda machine, device: 32 << 20)
     monkeypatch.setattr(predict, "flusher", lambda device, machine: lambda: None)
-    cold = predict.graph_kv_copy_s(arch, 128, 1, None, None, True, True, batch=2)
-    warm = predict.graph_kv_copy_s(arch, 128, 1, None, None, True, False, batch=2)
+    cold = predict.graph_kv_copy_s(arch, 128, 1, None, None, True, True, batch=2, runtime=runtime)
+    warm = predict.graph_kv_copy_s(arch, 128, 1, None, None, True, False, batch=2, runtime=runtime)
     assert cold == pytest.approx(2e-6 * 2 * arch.layers) and warm == pytest.approx(1e-6 * 2 * arch.layers)
-    (name, shape, llc, samples), (_, _, llc_warm, samples_warm) = seen
-    assert name == rc.ORT_KV_CONCAT and llc == 32 << 20 and samples == 3
+    (timed, shape, llc, samples), (_, _, llc_warm, samples_warm) = seen
+    assert timed == name and llc == 32 << 20 and samples == 3
     assert llc_warm is None and samples_warm == 0
     assert shape["context"] == 128 and shape["batch"] == 2 and shape["heads"] == arch.kv_heads
     assert shape["numel"] == 2 * arch.kv_heads * arch.head_dim * 128

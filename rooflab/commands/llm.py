@@ -229,16 +229,20 @@ def _runtime_check(arch, args, inp, runtime, summary, roofs, machine) -> None:
 
 def _runtime_compare(arch, args, inp, runtime, roofs, machine, T, cold: bool):
     """The runtime's module and the keywords its `compare` takes: the call floors measured among the
-    ceilings (and onnxruntime's KV-cache copy, which its graph makes every step)."""
+    ceilings, and the KV-cache copy the runtime makes every decode step (onnxruntime's graph Concats,
+    transformers' DynamicCache torch.cat)."""
     from ..models.llm import predict
     from ..models.runtimes import ort, pytorch
 
+    def copy_s(context, batch=1):
+        return predict.graph_kv_copy_s(arch, context, T, roofs, machine, args.quick, cold, batch, runtime)
+
     if runtime == "torch":
         floor = predict.runtime_call_floor(roofs, "torch aten call", T)
-        return pytorch, {"device": roofs.device, "dtype": inp["dtype"], "call_floor": floor}
-
-    def copy_s(context, batch=1):
-        return predict.graph_kv_copy_s(arch, context, T, roofs, machine, args.quick, cold, batch)
+        # DynamicCache's cat, timed with torch's on the CPU at float32 (the variant's dtype; a bf16 cache
+        # or a GPU's cat is left uncharged, as before)
+        cat = copy_s if roofs.device == "cpu" and inp["dtype"] == "float32" else None
+        return pytorch, {"device": roofs.device, "dtype": inp["dtype"], "call_floor": floor, "kv_copy": cat}
 
     floors = {k: predict.runtime_call_floor(roofs, f"onnxruntime {k}", T) for k in ("node", "run")}
     return ort, {"weights": inp["weights"], "graph_kv_copy": copy_s, "call_floors": floors}

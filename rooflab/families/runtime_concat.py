@@ -1,6 +1,6 @@
-"""Family `runtime_concat`: onnxruntime's own Concat of a decode graph's KV cache, timed as the graph
-runs it, so `rooflab llm --runtime onnxruntime` charges the exported decode graph's cache copies at
-what onnxruntime takes for them.
+"""Family `runtime_concat`: a runtime's own copy of a decode step's KV cache, timed as the runtime
+runs it, so `rooflab llm --runtime onnxruntime|torch` charges the step's cache copies at what that
+runtime takes for them.
 
 An exported decode step (rooflab/models/llm/export.py, as ONNX exports without a shared KV buffer)
 makes each layer's present key and value as Concat(past (B, KV heads, L - 1, hd), new (B, KV heads,
@@ -9,6 +9,9 @@ makes each layer's present key and value as Concat(past (B, KV heads, L - 1, hd)
   over a rotation (Variant.rotate) one session of one Concat per copy, each copy's past its own
   graph input and the new position shared, as a step runs its layers: each past comes from DRAM
   (written a step ago, evicted by the weights since) and each present is allocated by onnxruntime.
+  cpu.runtime_concat.torch-kv-cat  torch.cat([past, new], dim=-2), as transformers' DynamicCache
+  grows each layer's keys and values every decode step (cache_utils: self.keys = torch.cat(...));
+  a rotation's copies called one by one by the driver, as eager torch runs its layers.
 No variant 0 of a ladder (op None: the LLM check asks for it by name).
 
 Why not rooflab's concat op: SmolLM-135M's 60 Concats at context 128 (96 KB each) took 2.83 ms in
@@ -32,6 +35,7 @@ from .qgemm import OrtRotation
 
 FAMILY = "runtime_concat"
 ORT_KV_CONCAT = f"cpu.{FAMILY}.ort-kv-concat"
+TORCH_KV_CAT = f"cpu.{FAMILY}.torch-kv-cat"
 
 
 def kv_shape(batch: int, heads: int, context: int, head_dim: int) -> dict:
@@ -44,7 +48,7 @@ def inputs(size: dict, dtype="float32", seed=0, threads=None) -> tuple:
     float32 from ``seed`` (a rotation's copies: the past from other seeds, the new one shared)."""
     b, h, n, d = (int(size[k]) for k in ("batch", "heads", "context", "head_dim"))
     if n < 2:
-        raise ValueError(f"{ORT_KV_CONCAT}: context {n}: the cache needs the new position and one past")
+        raise ValueError(f"{FAMILY}: context {n}: the cache needs the new position and one past")
     rng = np.random.default_rng(seed)
     past = rng.standard_normal((b, h, n - 1, d), dtype=np.float32)
     new = rng.standard_normal((b, h, 1, d), dtype=np.float32)
@@ -88,11 +92,11 @@ def _session(new_shape, past_shape, threads):
     return _sessions[key]
 
 
-def _check(new, past):
+def _check(new, past, what=ORT_KV_CONCAT):
     ok = new.ndim == past.ndim == 4 and new.shape[:2] == past.shape[:2] and new.shape[3] == past.shape[3]
     if not ok or new.shape[2] != 1 or new.dtype != np.float32 or past.dtype != np.float32:
         raise ValueError(
-            f"{ORT_KV_CONCAT}: takes float32 new (B, H, 1, hd) and past (B, H, L - 1, hd), "
+            f"{what}: takes float32 new (B, H, 1, hd) and past (B, H, L - 1, hd), "
             f"got {new.dtype}{new.shape} and {past.dtype}{past.shape}"
         )
 
@@ -104,6 +108,21 @@ def _ort_kv_concat(new, past, reps=1, threads=None):
     for _ in range(int(reps)):
         (y,) = s.run(None, feeds)
     return y
+
+
+def _torch_kv_cat(new, past, reps=1, threads=None):
+    import torch
+
+    _check(new, past, TORCH_KV_CAT)
+    before = torch.get_num_threads()
+    torch.set_num_threads(resolve_threads(threads))
+    try:
+        p, n = torch.from_numpy(past), torch.from_numpy(new)
+        for _ in range(int(reps)):
+            y = torch.cat([p, n], dim=-2)
+    finally:
+        torch.set_num_threads(before)
+    return y.numpy()
 
 
 class _Rotation(OrtRotation):
@@ -135,5 +154,19 @@ if installed("onnxruntime"):
             inputs=inputs,
             dtypes=("float32",),
             rotate=_Rotation(what=ORT_KV_CONCAT),
+        )
+    )
+if installed("torch"):
+    register(
+        Variant(
+            name=TORCH_KV_CAT,
+            family=FAMILY,
+            device="cpu",
+            description="torch.cat of a decode step's KV cache (past + the new position, dim -2), as DynamicCache grows it",
+            kernel=_torch_kv_cat,
+            reference=reference,
+            work=work,
+            inputs=inputs,
+            dtypes=("float32",),
         )
     )

@@ -39,7 +39,7 @@ from ...cpu.backend import step_driver
 from ...errors import RooflabError, first_line
 from .. import llm
 from ..llm import export as llm_export
-from .llm_check import KIND_TO_ORT, measured_fields, overhead, phase_row, predicted_by_kind, runtime_prediction
+from .llm_check import kv_copy, measured_fields, overhead, phase_row, predicted_by_kind, runtime_prediction
 from .ort_nodes import GraphIndex, map_optimized, parse_profile, rows_for, skeleton
 from .placement import median
 
@@ -403,18 +403,6 @@ def quantize(path: Path, bits: int) -> Path:
     return out
 
 
-def kv_reread_s(row: dict) -> float:
-    """Seconds (<= 0) a decode row's attention ops change by when charged warm: the exported graph's
-    Concat writes the whole present cache just before its attention reads it, so those reads come
-    from the caches (SmolLM-135M at context 1024, 1 thread, Zen 3: attention charged streamed 11.8 ms,
-    onnxruntime's profile 6.4 ms)."""
-    return sum(
-        (o["warm_seconds"] - o["seconds"]) * o["count"] * o["mult"]
-        for o in row["ops"]
-        if o["kind"] == "batched_gemm" and o.get("cold") and o.get("warm_seconds") is not None
-    )
-
-
 def compare(
     config, rows: list[dict], threads: int, prompt: int, context: int, runs: int = 10, weights: int | None = None,
     graph_kv_copy=None, call_floors: dict | None = None, batch: int = 1, phases: tuple = ("prefill", "decode"),
@@ -447,21 +435,8 @@ def compare(
             predicted, ort_ops = runtime_prediction(row, "-ort-")
             by_kind, extra, graph = predicted_by_kind(row), {}, 0.0  # graph: what the graph's KV handling adds
             if phase == "decode" and graph_kv_copy is not None:
-                append = sum(o["total_s"] for o in row["ops"] if o["kind"] == "concat")
-                copy = graph_kv_copy(context, batch)
-                # the Concat just wrote the present cache the attention then reads: from the caches,
-                # not streamed from DRAM as rooflab's in-place decode charges it
-                reread = kv_reread_s(row)
-                graph = copy - append + reread
+                graph, extra = kv_copy(row, graph_kv_copy(context, batch), by_kind)
                 predicted += graph
-                key = KIND_TO_ORT["concat"]
-                by_kind[key] = by_kind.get(key, 0.0) - append + copy
-                att = KIND_TO_ORT["batched_gemm"]
-                by_kind[att] = by_kind.get(att, 0.0) + reread
-                extra = {
-                    "predicted_in_place_s": row["seconds"], "kv_append_s": append, "graph_kv_copy_s": copy,
-                    "kv_reread_warm_s": reread,
-                }  # fmt: skip
             cost, how = overhead(m["node_calls"], call_floors)
             best = row["seconds"] + cost + graph
             predicted += cost

@@ -585,11 +585,14 @@ def runtime_prediction(row: dict) -> tuple[float, int]:
 
 def compare(config, rows: list[dict], threads: int, prompt: int, context: int, runs: int = 10,
             device: str = "cpu", dtype: str = "float32", call_floor: dict | None = None, batch: int = 1,
-            phases: tuple = ("prefill", "decode")) -> dict:  # fmt: skip
+            phases: tuple = ("prefill", "decode"), kv_copy=None) -> dict:  # fmt: skip
     """Build, verify, time prefill (``prompt`` tokens) and decode (context ``context``) at ``batch``,
     and put each beside rooflab's prediction (``rows`` of llm.predict.assemble). ``call_floor``: the
     ceilings' "dispatch: torch aten call" at these threads (ns per call); the prediction then adds
-    that floor once per aten call the phase makes, counted by torch's own profile of it."""
+    that floor once per aten call the phase makes, counted by torch's own profile of it.
+    ``kv_copy(context, batch)``: seconds of a decode step's torch.cat of every layer's keys and
+    values (llm.predict.graph_kv_copy_s with torch's cat), which transformers' DynamicCache makes
+    where rooflab's decode appends in place: the decode prediction checked is the copying one."""
     torch, transformers = modules()
     arch = llm.arch_of(config)
     with torch_threads(torch, threads):
@@ -606,6 +609,10 @@ def compare(config, rows: list[dict], threads: int, prompt: int, context: int, r
             m = timed(model, phase, n, arch.vocab, runs, batch=batch)
             row = llm_check.phase_row(rows, phase, batch, prompt, context)
             pred, torch_ops = runtime_prediction(row)
+            by_kind, extra, cache = predicted_by_kind(row), {}, 0.0
+            if phase == "decode" and kv_copy is not None:
+                cache, extra = llm_check.kv_copy(row, kv_copy(context, batch), by_kind)
+                pred += cache
             overhead, how = llm_check.overhead(m["aten_calls"], {"node": call_floor})
             pred += overhead
             out[phase] = {
@@ -616,7 +623,7 @@ def compare(config, rows: list[dict], threads: int, prompt: int, context: int, r
                     if torch_ops
                     else "rooflab's best kernel per op"
                 ),
-                "predicted_best_s": row["seconds"] + overhead,
+                "predicted_best_s": row["seconds"] + overhead + cache,
                 "runtime_overhead_s": overhead,
                 "runtime_overhead_how": how,
                 "predicted_library_s": row["library_seconds"],
@@ -625,6 +632,7 @@ def compare(config, rows: list[dict], threads: int, prompt: int, context: int, r
                 "runtime_by_op_type_s": m["by_op_type_s"],
                 "aten_calls": m["aten_calls"],
                 "profiled_s": m["profiled_s"],
-                "predicted_by_kind_s": predicted_by_kind(row),
+                "predicted_by_kind_s": by_kind,
+                **extra,
             }
     return out
