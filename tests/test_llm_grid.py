@@ -26,7 +26,9 @@ def test_the_grid_runs_every_cell_once_per_phase_and_scores_it(monkeypatch):
         compared.append((phase, B, S if phase == "prefill" else L))
         measured, predicted = (0.1 * B, 0.11 * B) if phase == "prefill" else (0.02, 0.018)
         return {phase: {"measured_s": measured, "predicted_s": predicted,
-                        "error_pct": 100 * (predicted - measured) / measured}}  # fmt: skip
+                        "error_pct": 100 * (predicted - measured) / measured,
+                        "predicted_by_kind_s": {"MatMul/Gemm (weights)": 0.9 * predicted, "Softmax": 0.1 * predicted},
+                        "ort_by_op_type_s": {"MatMul": 0.8 * measured, "Concat": 0.2 * measured}}}  # fmt: skip
 
     g = llm_grid.run(arch, grid, runtime="torch", dtype="float32", weights=None, ceil=synthetic(),
                      measure_sets=measure_sets, compare=compare)  # fmt: skip
@@ -38,6 +40,11 @@ def test_the_grid_runs_every_cell_once_per_phase_and_scores_it(monkeypatch):
     assert len(g["cells"]) == 6 and abs(g["worst"][0]["error_pct"]) == pytest.approx(10.0)
     text = "\n".join(llm_grid.lines(g))
     assert "MAPE torch: prefill 10.0%, decode 10.0%" in text and "decode b4 context 128 1T" in text
+    # the worst cells come with their op-level breakdown: rooflab's per op kind, the runtime's profile
+    w = g["worst"][0]
+    assert w["runtime_by_op_type_s"]["MatMul"] == pytest.approx(0.8 * w["measured_s"])
+    assert f"{llm_grid._cell_name(w)}: rooflab by op kind (ms): MatMul/Gemm (weights) " in text
+    assert f"torch's profile (ms): MatMul {0.8 * w['measured_s'] * 1e3:.2f}, Concat" in text
 
 
 def test_the_full_grid_is_the_issues_and_small_fits_ci():

@@ -114,6 +114,10 @@ def run(arch, grid: dict, *, runtime: str, dtype: str, weights, ceil, measure_se
                     **({"prompt": S} if phase == "prefill" else {"context": L}),
                     "measured_s": p["measured_s"], "predicted_s": p["predicted_s"], "error_pct": p["error_pct"],
                     "runtime_overhead_s": p.get("runtime_overhead_s", 0.0),
+                    # the op-level breakdown a worst cell is read by: rooflab's per op kind, the runtime's own
+                    "predicted_by_kind_s": p.get("predicted_by_kind_s", {}),
+                    "runtime_by_op_type_s": p.get("runtime_by_op_type_s", p.get("ort_by_op_type_s", {})),
+                    **({"kv_copy_s": p["graph_kv_copy_s"]} if "graph_kv_copy_s" in p else {}),
                 })  # fmt: skip
         if decode_sweep is not None:
             L = grid["contexts"][0]
@@ -147,6 +151,21 @@ def _cell_name(c: dict) -> str:
     return f"{c['phase']} b{c['batch']} {what} {c['threads']}T"
 
 
+def _top(by: dict, n: int = 5) -> str:
+    return ", ".join(f"{k} {v * 1e3:.2f}" for k, v in sorted(by.items(), key=lambda kv: -kv[1])[:n])
+
+
+def _breakdown(c: dict) -> list[str]:
+    """A worst cell's op-level breakdown (ms): rooflab's prediction per op kind beside the runtime's
+    own profile per node type or aten op (its profiled run, so its sum exceeds the timed one)."""
+    if not c.get("predicted_by_kind_s"):
+        return []
+    return [
+        f"      {_cell_name(c)}: rooflab by op kind (ms): {_top(c['predicted_by_kind_s'])}",
+        f"      {' ' * len(_cell_name(c))}  {c['runtime']}'s profile (ms): {_top(c.get('runtime_by_op_type_s', {}))}",
+    ]
+
+
 def lines(g: dict) -> list[str]:
     out = ["  grid (measured in the runtime, predicted op by op on the roofs):"]
     out.append(f"    {'runtime':<12} {'cell':<30} {'measured':>12} {'predicted':>12} {'error':>8}")
@@ -158,6 +177,8 @@ def lines(g: dict) -> list[str]:
     for r, by in g["mape"].items():
         out.append(f"    MAPE {r}: " + ", ".join(f"{ph} {v:.1f}%" for ph, v in by.items()))
     out.append("    worst: " + "; ".join(f"{c['runtime']} {_cell_name(c)} {c['error_pct']:+.0f}%" for c in g["worst"]))
+    for c in g["worst"]:
+        out += _breakdown(c)
     from .turn import line
 
     out += [line(t["runtime"], t["threads"], t) for t in g.get("turns", [])]
