@@ -240,6 +240,12 @@ def test_the_runtime_prediction_prefers_the_runtimes_own_kernel_where_it_was_tim
     ]  # fmt: skip
     t, n = runtime_prediction({"ops": ops})
     assert n == 1 and t == pytest.approx(1.8 * 30 + 1.0)
+    # the per-kind breakdown printed beside the runtime's profile is the prediction checked, not rooflab's best
+    from rooflab.models.runtimes.llm_check import KIND_TO_ORT, predicted_by_kind
+
+    row = {"ops": [{**o, "kind": "gemm", "total_s": o["seconds"] * o["count"]} for o in ops]}
+    assert predicted_by_kind(row, "torch")[KIND_TO_ORT["gemm"]] == pytest.approx(t)
+    assert predicted_by_kind(row)[KIND_TO_ORT["gemm"]] == pytest.approx(1.0 * 31)
 
 
 def test_torchs_fp32_linear_is_verified_and_timed_as_the_runtimes_gemm(tiny):

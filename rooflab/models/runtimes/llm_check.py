@@ -39,14 +39,20 @@ def runtime_prediction(row: dict, own: str) -> tuple[float, int]:
     1.8x numpy's (SmolLM-135M, fp32); onnxruntime's prefill MatMuls at 32 tokens 0.66x numpy's."""
     total, mine = 0.0, 0
     for o in row["ops"]:
-        if o.get("runtime_seconds") is not None:
-            t, is_own = o["runtime_seconds"], True
-        else:
-            is_own = own in (o.get("library_variant") or "")
-            t = o["library_seconds"] if is_own else o["seconds"]
-        total += t * o["count"] * o["mult"]
+        t, is_own = _runtime_op_s(o, own)
+        total += t
         mine += is_own
     return total, mine
+
+
+def _runtime_op_s(o: dict, own: str) -> tuple[float, bool]:
+    """(seconds of all of an op's uses in the runtime's prediction, the runtime's own kernel?)."""
+    if o.get("runtime_seconds") is not None:
+        t, is_own = o["runtime_seconds"], True
+    else:
+        is_own = own in (o.get("library_variant") or "")
+        t = o["library_seconds"] if is_own else o["seconds"]
+    return t * o["count"] * o["mult"], is_own
 
 
 def overhead(calls: int, floors: dict | None) -> tuple[float, str]:
@@ -104,11 +110,14 @@ KIND_TO_ORT = {
 }
 
 
-def predicted_by_kind(row: dict) -> dict:
+def predicted_by_kind(row: dict, own: str | None = None) -> dict:
+    """The prediction summed per kind of op (named as onnxruntime's nodes): with ``own`` (as
+    runtime_prediction), the one the runtime check compares, the runtime's kernels where timed;
+    without, rooflab's best kernels."""
     out: dict = {}
     for o in row["ops"]:
         k = KIND_TO_ORT.get(o["kind"], o["kind"])
-        out[k] = out.get(k, 0.0) + o["total_s"]
+        out[k] = out.get(k, 0.0) + (o["total_s"] if own is None else _runtime_op_s(o, own)[0])
     return out
 
 

@@ -433,7 +433,7 @@ def compare(
             m = timed(path, threads, runs)
             row = phase_row(rows, phase, batch, prompt, context)
             predicted, ort_ops = runtime_prediction(row, "-ort-")
-            by_kind, extra, graph = predicted_by_kind(row), {}, 0.0  # graph: what the graph's KV handling adds
+            by_kind, extra, graph = predicted_by_kind(row, "-ort-"), {}, 0.0  # graph: what the graph's KV handling adds
             if phase == "decode" and graph_kv_copy is not None:
                 graph, extra = kv_copy(row, graph_kv_copy(context, batch), by_kind)
                 predicted += graph

@@ -609,7 +609,7 @@ def compare(config, rows: list[dict], threads: int, prompt: int, context: int, r
             m = timed(model, phase, n, arch.vocab, runs, batch=batch)
             row = llm_check.phase_row(rows, phase, batch, prompt, context)
             pred, torch_ops = runtime_prediction(row)
-            by_kind, extra, cache = predicted_by_kind(row), {}, 0.0
+            by_kind, extra, cache = predicted_by_kind(row, "torch"), {}, 0.0
             if phase == "decode" and kv_copy is not None:
                 cache, extra = llm_check.kv_copy(row, kv_copy(context, batch), by_kind)
                 pred += cache
