@@ -10,8 +10,9 @@ makes each layer's present key and value as Concat(past (B, KV heads, L - 1, hd)
   graph input and the new position shared, as a step runs its layers: each past comes from DRAM
   (written a step ago, evicted by the weights since) and each present is allocated by onnxruntime.
   cpu.runtime_concat.torch-kv-cat  torch.cat([past, new], dim=-2), as transformers' DynamicCache
-  grows each layer's keys and values every decode step (cache_utils: self.keys = torch.cat(...));
-  a rotation's copies called one by one by the driver, as eager torch runs its layers.
+  grows each layer's keys and values every decode step (cache_utils: self.keys = torch.cat(...)),
+  each past's cache kept between calls as the model keeps it (a new tensor each step, the last
+  freed); a rotation's copies called one by one by the driver, as eager torch runs its layers.
 No variant 0 of a ladder (op None: the LLM check asks for it by name).
 
 Why not rooflab's concat op: SmolLM-135M's 60 Concats at context 128 (96 KB each) took 2.83 ms in
@@ -25,6 +26,8 @@ Napkin: a context-1024 SmolLM cache (3 KV heads x 64) is 768 KB per Concat, read
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -110,6 +113,25 @@ def _ort_kv_concat(new, past, reps=1, threads=None):
     return y
 
 
+_torch_caches: dict = {}  # id(past) -> (a weak reference to past, the cache as DynamicCache holds it)
+
+
+def _torch_cache(past):
+    """``past``'s cache as DynamicCache keeps it between steps: the first call's a view of ``past``,
+    then the previous result cropped back to L - 1 positions (the same values: the timed decode
+    crops its cache after each step), so each cat allocates the step's new cache and frees the last,
+    as the model does (60 cats keeping their caches took 7.6 ms a step, dropping each result 5.7)."""
+    import torch
+
+    got = _torch_caches.get(id(past))
+    if got is None or got[0]() is not past:
+        for k in [k for k, (ref, _) in _torch_caches.items() if ref() is None]:
+            del _torch_caches[k]
+        got = (weakref.ref(past), torch.from_numpy(past))
+        _torch_caches[id(past)] = got
+    return got[1]
+
+
 def _torch_kv_cat(new, past, reps=1, threads=None):
     import torch
 
@@ -117,9 +139,10 @@ def _torch_kv_cat(new, past, reps=1, threads=None):
     before = torch.get_num_threads()
     torch.set_num_threads(resolve_threads(threads))
     try:
-        p, n = torch.from_numpy(past), torch.from_numpy(new)
+        n, keep = torch.from_numpy(new), past.shape[2]
         for _ in range(int(reps)):
-            y = torch.cat([p, n], dim=-2)
+            y = torch.cat([_torch_cache(past), n], dim=-2)
+            _torch_caches[id(past)] = (_torch_caches[id(past)][0], y[:, :, :keep, :])
     finally:
         torch.set_num_threads(before)
     return y.numpy()
