@@ -164,32 +164,23 @@ class _Rotation(OrtRotation):
         return {"new": copies[0][0], **{f"past_{k}": c[1] for k, c in enumerate(copies)}}
 
 
+_KV = dict(family=FAMILY, device="cpu", reference=reference, work=work, inputs=inputs, dtypes=("float32",))
 if installed("onnxruntime"):
     register(
         Variant(
             name=ORT_KV_CONCAT,
-            family=FAMILY,
-            device="cpu",
             description="onnxruntime's Concat of a decode graph's KV cache (past + the new position, axis 2)",
             kernel=_ort_kv_concat,
-            reference=reference,
-            work=work,
-            inputs=inputs,
-            dtypes=("float32",),
             rotate=_Rotation(what=ORT_KV_CONCAT),
+            **_KV,
         )
     )
 if installed("torch"):
     register(
         Variant(
             name=TORCH_KV_CAT,
-            family=FAMILY,
-            device="cpu",
             description="torch.cat of a decode step's KV cache (past + the new position, dim -2), as DynamicCache grows it",
             kernel=_torch_kv_cat,
-            reference=reference,
-            work=work,
-            inputs=inputs,
-            dtypes=("float32",),
+            **_KV,
         )
     )
