@@ -45,6 +45,14 @@ def test_the_concat_is_the_cache_then_the_new_position_and_verified(name):
     assert np.array_equal(v(new, past, reps=3, threads=1), y)  # again: torch's cache kept between calls
     rec = _driver().measure(v, (new, past), reps=1, threads=1)
     assert rec.status == "ok" and rec.work["bytes_written"] == new.nbytes + past.nbytes
+    if name == rc.TORCH_KV_CAT:  # the kept cache goes with its past
+        key = id(past)
+        assert key in rc._torch_caches
+        del past, y, rec
+        import gc
+
+        gc.collect()
+        assert key not in rc._torch_caches
 
 
 @pytest.mark.parametrize("name", BOTH)

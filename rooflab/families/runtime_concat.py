@@ -113,23 +113,22 @@ def _ort_kv_concat(new, past, reps=1, threads=None):
     return y
 
 
-_torch_caches: dict = {}  # id(past) -> (a weak reference to past, the cache as DynamicCache holds it)
+_torch_caches: dict = {}  # id(past) -> the cache as DynamicCache holds it, while past lives
 
 
 def _torch_cache(past):
     """``past``'s cache as DynamicCache keeps it between steps: the first call's a view of ``past``,
     then the previous result cropped back to L - 1 positions (the same values: the timed decode
     crops its cache after each step), so each cat allocates the step's new cache and frees the last,
-    as the model does (60 cats keeping their caches took 7.6 ms a step, dropping each result 5.7)."""
+    as the model does (60 cats keeping their caches took 7.6 ms a step, dropping each result 5.7).
+    The entry goes when ``past`` does (a rotation's copies freed after their time)."""
     import torch
 
-    got = _torch_caches.get(id(past))
-    if got is None or got[0]() is not past:
-        for k in [k for k, (ref, _) in _torch_caches.items() if ref() is None]:
-            del _torch_caches[k]
-        got = (weakref.ref(past), torch.from_numpy(past))
-        _torch_caches[id(past)] = got
-    return got[1]
+    key = id(past)
+    if key not in _torch_caches:
+        _torch_caches[key] = torch.from_numpy(past)
+        weakref.finalize(past, _torch_caches.pop, key, None)
+    return _torch_caches[key]
 
 
 def _torch_kv_cat(new, past, reps=1, threads=None):
@@ -142,7 +141,7 @@ def _torch_kv_cat(new, past, reps=1, threads=None):
         n, keep = torch.from_numpy(new), past.shape[2]
         for _ in range(int(reps)):
             y = torch.cat([_torch_cache(past), n], dim=-2)
-            _torch_caches[id(past)] = (_torch_caches[id(past)][0], y[:, :, :keep, :])
+            _torch_caches[id(past)] = y[:, :, :keep, :]  # no longer a view of past: past may go
     finally:
         torch.set_num_threads(before)
     return y.numpy()
