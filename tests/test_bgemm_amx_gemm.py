@@ -38,7 +38,7 @@ def test_b_is_packed_in_the_vnni_layout_and_a_in_row_tiles():
         assert Bp[jb, kb, r, 4 * c + e] == (B[k, n] if (k < 70 and n < 20) else 0)
     A = rng.integers(0, 256, (20, 70), dtype=np.uint8)
     Ap = np.empty((2, 2, 16, 64), np.uint8)
-    G.pack_a(A, Ap, 64)
+    G.pack_a(A, Ap, 64, 1)
     assert Ap[1, 1, 3, 5] == A[19, 69] and Ap[1, 1, 4, 0] == 0 and Ap[0, 1, 0, 6] == 0
 
 

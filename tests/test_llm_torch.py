@@ -199,7 +199,11 @@ def test_a_bf16_model_is_built_in_bf16_verified_and_a_wrong_cache_is_caught(tiny
 
     model = pytorch.build(tiny, dtype="bfloat16")
     assert next(model.parameters()).dtype == torch.bfloat16
-    assert pytorch.verify(model, TINY["vocab_size"]) < pytorch.VERIFY_TOL["bfloat16"]
+    before = {n: t.clone() for n, t in model.state_dict().items()}
+    assert pytorch.verify(model, TINY["vocab_size"]) < pytorch.VERIFY_TOL  # checked in float32 ...
+    after = model.state_dict()  # ... and the timed model is the one built, bit for bit
+    assert all(after[n].dtype == t.dtype and torch.equal(after[n], t) for n, t in before.items())
+    assert next(model.parameters()).dtype == torch.bfloat16
     for mangle in (_swap_kv, _drop_first):
         with pytest.raises(RooflabError, match="decode after prefill differs"):
             pytorch.verify(model, TINY["vocab_size"], mangle=mangle)

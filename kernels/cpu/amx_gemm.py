@@ -13,14 +13,19 @@ calls and releases it after, and no tile is live between calls, so none crosses 
 thread): a 32 x 32 block of C in four accumulator tiles (tmm0-3), started from a row (zeros, or
 MatMulInteger's zero-point term) loaded with stride 0, the
 whole K loop inside, each step loading two A tiles and two B tiles between the four products, the
-loads interleaved with the products (measured on a 2-vCPU Emerald Rapids VM, bf16, C prototype:
-loads grouped before the products ran 0.15 of the unit's 1024 FLOP/cycle, interleaved 0.29; MLAS's
-MatMulInteger ran 1.5 TOPS = 0.25 of the int8 rate). The C block is stored with C's row stride.
+loads interleaved with the products. The C block is stored with C's row stride.
+
+Every tile, the init row and C start on a 64-byte line (rooflab.memory.aligned_array): a tile row
+then is one cache line. Measured on a 2-vCPU Emerald Rapids VM (bf16, C prototype of this
+micro-kernel, 2 x 64 steps of tiles in L2): 1700 GFLOP/s aligned, 347 with the tiles 16 bytes into
+a line as numpy places its arrays (every row load touches two lines); with the tiles in L1, 2080,
+the one-accumulator peak. The rung ran at 0.2 of the peak until its buffers were aligned.
 
 Loop nest: pairs of 16-column B panels (32 columns) split over threads (prange); each thread takes
-its panels L2_PAIRS at a time (1 MiB of B at K = 2048, kept in L2) and walks every pair of A row
-tiles past them; all of K per micro-kernel call (K = 2048: 64 steps, 256 tile products). Without
-the blocking A (8 MiB in bf16 at 2048) streamed from memory once per panel pair: 0.17 of the peak.
+its panels B_BLOCK_BYTES at a time (1 MiB: 8 pairs at K = 2048, kept in L2) and walks every pair of
+A row tiles past them; all of K per micro-kernel call (K = 2048: 64 steps, 256 tile products).
+Without the blocking A (8 MiB in bf16 at 2048) streamed from memory once per panel pair: 0.17 of
+the peak. A is packed on every call, its row blocks split over the threads.
 
 Napkin math (1 core, Intel's rate): 1024 bf16 FLOP/cycle at 3 GHz = 3.1 TFLOP/s; 2048^3 (17.2
 GFLOP) then takes 5.6 ms; the packing of A (8 MB in bf16) ~2-4 ms at memory speed on top.
@@ -34,12 +39,13 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 import rooflab._numba_env  # noqa: F401
+from rooflab.memory import aligned_array
 
 from . import amx
 
 ROWS, ROW_BYTES, TILE = amx.ROWS, amx.ROW_BYTES, amx.TILE_BYTES
 BLOCK = 32  # C rows and columns per micro-kernel call (2 x 2 tiles)
-L2_PAIRS = 8  # 32-column B panels per L2 block: 8 x 2 tiles x 1 KiB x K / 32 (bf16) = 1 MiB at K = 2048
+B_BLOCK_BYTES = 1 << 20  # B panels per L2 block: half a 2 MiB L2 (256 or 512 KiB ran 0.7-0.9x of it at 2048^3)
 INSTRUCTION = {"bf16": "tdpbf16ps", "int8": "tdpbusd"}
 
 
@@ -149,19 +155,21 @@ _ukr_int8 = _ukr(INSTRUCTION["int8"])
 
 
 # ---- packing -------------------------------------------------------------------------------------
-@njit(cache=True)
-def pack_a(A, Ap, ks):
+@njit(parallel=True, cache=True)
+def pack_a(A, Ap, ks, nthreads):
     """Ap (bytes) = A's 16 x ks tiles, row block major then k step: Ap[ib][kb][r][c] = A[16 ib + r,
-    ks kb + c] (zero-padded); ``A`` as a 2-D array of 1- or 2-byte elements."""
+    ks kb + c] (zero-padded); ``A`` as a 2-D array of 1- or 2-byte elements; row blocks split over
+    ``nthreads`` (A is packed on every call: on one thread it was 13 % of a 2-thread 2048^3 product)."""
     M, K = A.shape
     mb, kb_n = Ap.shape[0], Ap.shape[1]
-    for ib in range(mb):
-        for kb in range(kb_n):
-            for r in range(ROWS):
-                i = ib * ROWS + r
-                for c in range(ks):
-                    k = kb * ks + c
-                    Ap[ib, kb, r, c] = A[i, k] if (i < M and k < K) else 0
+    for t in prange(nthreads):
+        for ib in range(mb * t // nthreads, mb * (t + 1) // nthreads):
+            for kb in range(kb_n):
+                for r in range(ROWS):
+                    i = ib * ROWS + r
+                    for c in range(ks):
+                        k = kb * ks + c
+                        Ap[ib, kb, r, c] = A[i, k] if (i < M and k < K) else 0
 
 
 @njit(cache=True)
@@ -181,7 +189,7 @@ def pack_b(B, Bp, ks, per):
 
 # ---- the loop nest -------------------------------------------------------------------------------
 @njit(parallel=True, cache=True)
-def gemm_blocks(cfg, Ap, Bp, C, init, nthreads, int8):
+def gemm_blocks(cfg, Ap, Bp, C, init, nthreads, int8, block_pairs):
     """C (Mp x Np, both multiples of 32; fp32 from bf16 tiles, int32 from u8 / s8 tiles with
     ``int8``) from the packed tiles; column pairs split over threads."""
     Mp, Np = C.shape
@@ -195,9 +203,9 @@ def gemm_blocks(cfg, Ap, Bp, C, init, nthreads, int8):
     for t in prange(nthreads):
         _tiles_on(cfg)
         p1 = pairs * (t + 1) // nthreads
-        for q in range(pairs * t // nthreads, p1, L2_PAIRS):  # a block of B panels stays in L2 ...
+        for q in range(pairs * t // nthreads, p1, block_pairs):  # a block of B panels stays in L2 ...
             for ib in range(0, Mp // ROWS, 2):  # ... while every pair of A row tiles passes
-                for p in range(q, min(q + L2_PAIRS, p1)):
+                for p in range(q, min(q + block_pairs, p1)):
                     a0, a1, b0, b1 = (
                         ib * step_bytes,
                         (ib + 1) * step_bytes,
@@ -220,12 +228,21 @@ def pack_weights(B: np.ndarray, kind: str) -> np.ndarray:
     """Bp for B (K x N: bf16 bit patterns as uint16, or int8): once per weight matrix."""
     K, N = B.shape
     ks, per = (32, 2) if kind == "bf16" else (64, 4)
-    Bp = np.empty((_ceil(N, BLOCK) // 16, _ceil(K, ks) // ks, ROWS, 64 // B.itemsize), B.dtype)
+    Bp = aligned_array((_ceil(N, BLOCK) // 16, _ceil(K, ks) // ks, ROWS, 64 // B.itemsize), B.dtype)
     pack_b(B, Bp, ks, per)
     return Bp
 
 
-def matmul(A: np.ndarray, Bp: np.ndarray, N: int, kind: str, threads: int = 1, out=None, init=None):
+def matmul(
+    A: np.ndarray,
+    Bp: np.ndarray,
+    N: int,
+    kind: str,
+    threads: int = 1,
+    out=None,
+    init=None,
+    block_bytes: int = B_BLOCK_BYTES,
+):
     """C (M x N; fp32 for bf16, int32 for int8) = init + A @ B from B's packing; A: bf16 bit patterns
     (uint16) or uint8, M x K; ``init``: one row added to every row of C (MatMulInteger's zero-point
     term -za * colsum(B)), started from in the tiles, so it costs no pass over C. Written straight
@@ -237,14 +254,22 @@ def matmul(A: np.ndarray, Bp: np.ndarray, N: int, kind: str, threads: int = 1, o
         raise ValueError(f"A has K = {K}, the packed B {steps * ks} (padded)")
     Mp, Np = _ceil(M, BLOCK), Bp.shape[0] * 16
     dtype = np.float32 if kind == "bf16" else np.int32
-    Ap = np.empty((Mp // ROWS, steps, ROWS, 64 // A.itemsize), A.dtype)
-    pack_a(A, Ap, ks)
-    row = np.zeros(Np, dtype)
+    Ap = aligned_array((Mp // ROWS, steps, ROWS, 64 // A.itemsize), A.dtype)
+    nthreads = max(1, min(int(threads), Np // BLOCK))
+    pack_a(A, Ap, ks, max(1, min(nthreads, Mp // ROWS)))
+    row = aligned_array(Np, dtype, zero=True)
     if init is not None:
         row[:N] = init
-    direct = out is not None and (Mp, Np) == (M, N) and out.dtype == dtype and out.flags.c_contiguous
-    C = out if direct else np.empty((Mp, Np), dtype)
-    gemm_blocks(amx.tile_config(), Ap, Bp, C, row, max(1, min(int(threads), Np // BLOCK)), kind == "int8")
+    direct = (
+        out is not None
+        and (Mp, Np) == (M, N)
+        and out.dtype == dtype
+        and out.flags.c_contiguous
+        and out.ctypes.data % ROW_BYTES == 0
+    )
+    C = out if direct else aligned_array((Mp, Np), dtype)
+    block_pairs = max(1, block_bytes // (2 * steps * TILE))
+    gemm_blocks(amx.tile_config(), Ap, Bp, C, row, nthreads, kind == "int8", block_pairs)
     if out is None:
         return C[:M, :N] if (Mp, Np) != (M, N) else C
     if not direct:

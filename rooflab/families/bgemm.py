@@ -35,6 +35,7 @@ from ..kernels.cpu import amx as AMX
 from ..kernels.cpu import amx_gemm as AG
 from ..kernels.cpu import bf16_gemm as BG
 from ..kernels.cpu.bf16 import from_bf16, to_bf16
+from ..memory import aligned_array
 from ..registry import Case, Variant, installed, register
 from ..threads import resolve_threads, use_threads
 from ..work import Work
@@ -143,7 +144,7 @@ _amx_packed = PerWeight(_amx_pack)
 def _amx_bf16(A, B, bias=None, reps=1, threads=None):
     _check("cpu.bgemm.01-amx-tdpbf16ps", A, B)
     Bp = _amx_packed(B)  # raises where the CPU or Linux refuses AMX BF16
-    C = np.empty((A.shape[0], B.shape[1]), np.float32)
+    C = aligned_array((A.shape[0], B.shape[1]), np.float32)  # tile and zmm stores start on a line
     for _ in range(int(reps)):
         AG.matmul(A, Bp, B.shape[1], "bf16", threads=resolve_threads(threads), out=C)
         if bias is not None:
@@ -165,7 +166,7 @@ _avx512_packed = PerWeight(_avx512_pack)
 def _avx512_bf16(A, B, bias=None, reps=1, threads=None):
     _check("cpu.bgemm.02-avx512-dpbf16ps", A, B)
     Bp = _avx512_packed(B)  # raises where the CPU has no AVX-512 BF16
-    C = np.empty((A.shape[0], B.shape[1]), np.float32)
+    C = aligned_array((A.shape[0], B.shape[1]), np.float32)  # tile and zmm stores start on a line
     for _ in range(int(reps)):
         BG.gemm_bf16(A, Bp, B.shape[1], C, threads=resolve_threads(threads))
         if bias is not None:

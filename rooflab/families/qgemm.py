@@ -50,6 +50,7 @@ from ..kernels.cpu import qgemm_w as WQ
 from ..kernels.cpu import qgemm_w4a8 as W4A8
 from ..kernels.cpu.simd_q import BITS as SIMD_BITS
 from ..kernels.cpu.simd_q import DOT_PATH
+from ..memory import aligned_array
 from ..registry import Case, Variant, get_variant, register
 from ..threads import resolve_threads
 from ..work import Work
@@ -351,7 +352,7 @@ def _ort_int8(A, B, za, reps=1, threads=None):
 def _own_int8(A, B, za, reps=1, threads=None):
     z = _check_int8("cpu.qgemm.01-packed-dpbusd", A, B, za)
     Bp, corr = _int8_packed(B, z)
-    C = np.empty((A.shape[0], B.shape[1]), np.int32)
+    C = aligned_array((A.shape[0], B.shape[1]), np.int32)  # tile and zmm stores start on a line
     for _ in range(int(reps)):
         I8.gemm_u8s8(A, z, Bp, corr, B.shape[1], C, threads=resolve_threads(threads))
     return C
@@ -360,7 +361,7 @@ def _own_int8(A, B, za, reps=1, threads=None):
 def _amx_int8(A, B, za, reps=1, threads=None):
     z = _check_int8("cpu.qgemm.02-amx-tdpbusd", A, B, za)
     Bp, corr = _amx_packed(B, z)  # raises where the CPU or Linux refuses AMX INT8
-    C = np.empty((A.shape[0], B.shape[1]), np.int32)
+    C = aligned_array((A.shape[0], B.shape[1]), np.int32)  # tile and zmm stores start on a line
     for _ in range(int(reps)):  # the zero point's term is where the tiles start
         AG.matmul(A, Bp, B.shape[1], "int8", threads=resolve_threads(threads), out=C, init=corr)
     return C
