@@ -104,3 +104,22 @@ def test_the_suites_time_the_amx_rungs_only_where_the_cpu_runs_them(monkeypatch)
     v = rooflab.get_variant("cpu.bgemm.01-amx-tdpbf16ps")
     rec = DRIVER.measure(v, v.inputs({"M": 32, "N": 32, "K": 32}), threads=1, params={})
     assert rec.status == "failed" and "has no AMX BF16" in rec.error  # one line, never a SIGILL
+
+
+def test_the_tiles_and_c_start_on_a_cache_line_and_an_unaligned_out_is_still_right():
+    """A tile row is one 64-byte line only on a 64-byte boundary: numpy's 16-byte offset split every
+    row load over two lines (the rung ran 0.2 of the AMX peak); packing works on every host."""
+    rng = np.random.default_rng(1)
+    for shape in ((130, 64), (200, 96), (70, 40), (2048, 256)):  # numpy would land one on a line by chance
+        W = rng.integers(-128, 128, shape, dtype=np.int8)
+        assert G.pack_weights(W, "int8").ctypes.data % 64 == 0
+        assert G.pack_weights(W.astype(np.uint16), "bf16").ctypes.data % 64 == 0
+    B = rng.integers(-128, 128, (130, 64), dtype=np.int8)
+    _need("int8")
+    A = rng.integers(0, 256, (64, 130), dtype=np.uint8)
+    raw = np.empty(64 * 64 * 4 + 64, np.uint8)
+    off = (16 - raw.ctypes.data) % 64 or 16  # 16 bytes into a line, as numpy places its arrays
+    out = raw[off : off + 64 * 64 * 4].view(np.int32).reshape(64, 64)
+    assert out.ctypes.data % 64 != 0
+    G.matmul(A, G.pack_weights(B, "int8"), 64, "int8", out=out)
+    np.testing.assert_array_equal(out, A.astype(np.int64) @ B.astype(np.int64))

@@ -27,6 +27,8 @@ from llvmlite import ir
 from numba import njit, prange
 from numba.extending import intrinsic
 
+from rooflab.memory import aligned_array
+
 from . import simd
 from .asm_loop import missing
 from .qgemm_i8 import word_packers
@@ -88,7 +90,7 @@ def pack(B: np.ndarray) -> np.ndarray:
     """B's panels (K x N bf16 bit patterns): done once per weight, as a library prepacks a constant B."""
     K, N = B.shape
     kg, Np = _ceil(max(K, 1), 2) // 2, _ceil(max(N, 1), NR)
-    Bp = np.empty(kg * Np, np.int32)
+    Bp = aligned_array(kg * Np, np.int32)  # every zmm load on one line
     pack_b_words(B, Bp.view(np.uint16), Np)
     return Bp
 
@@ -99,10 +101,10 @@ def gemm_bf16(A: np.ndarray, Bp: np.ndarray, N: int, C: np.ndarray, threads: int
     Np = _ceil(max(N, 1), NR)
     kg = Bp.shape[0] // Np
     Mp = _ceil(max(M, 1), MR)
-    Ap = np.zeros(Mp * kg, np.int32)
+    Ap = aligned_array(Mp * kg, np.int32, zero=True)
     pack_a_words(A, Ap.view(np.uint16), Mp)
-    direct = M == Mp and N == Np and C.flags.c_contiguous
-    Cp = C if direct else np.empty((Mp, Np), np.float32)
+    direct = M == Mp and N == Np and C.flags.c_contiguous and C.ctypes.data % 64 == 0
+    Cp = C if direct else aligned_array((Mp, Np), np.float32)
     gemm_panels(Ap, Bp, Cp, max(1, min(int(threads), Np // NR)))
     if not direct:
         C[...] = Cp[:M, :N]

@@ -32,6 +32,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from rooflab.memory import aligned_array
+
 from .qgemm_ukr import MR, NR, NV, qukr_for
 
 qukr = qukr_for(MR, NV)
@@ -103,7 +105,7 @@ def pack(B: np.ndarray, za: int) -> tuple[np.ndarray, np.ndarray]:
     weight, as onnxruntime prepacks a constant B."""
     K, N = B.shape
     kg, Np = _ceil(max(K, 1), 4) // 4, _ceil(max(N, 1), NR)
-    Bp = np.empty(kg * Np, np.int32)
+    Bp = aligned_array(kg * Np, np.int32)  # every zmm load on one line
     pack_b_words(B, Bp.view(np.int8), Np)
     corr = np.zeros(Np, np.int32)  # -za * the column sums: the zero point's term, once per weight
     corr[:N] = -int(za) * B.sum(axis=0, dtype=np.int64)
@@ -116,10 +118,10 @@ def gemm_u8s8(A, za: int, Bp, corr, N: int, C, threads: int = 1) -> None:
     Np = corr.shape[0]
     kg = Bp.shape[0] // Np
     Mp = _ceil(max(M, 1), MR)
-    Ap = np.zeros(Mp * kg, np.int32)
+    Ap = aligned_array(Mp * kg, np.int32, zero=True)
     pack_a_words(A, Ap.view(np.uint8), Mp)
-    direct = M == Mp and N == Np and C.flags.c_contiguous
-    Cp = C if direct else np.empty((Mp, Np), np.int32)
+    direct = M == Mp and N == Np and C.flags.c_contiguous and C.ctypes.data % 64 == 0
+    Cp = C if direct else aligned_array((Mp, Np), np.int32)
     gemm_panels(Ap, Bp, Cp, corr, max(1, min(int(threads), Np // NR)))
     if not direct:
         C[...] = Cp[:M, :N]
