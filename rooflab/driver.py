@@ -219,12 +219,13 @@ def checked_copies(copies: list) -> list:
 def _settle(meta: dict, threads: int) -> None:
     """Before a multi-thread time: wait for this process's other threads to go idle (idle_threads:
     a pool an earlier call left spinning, e.g. OpenBLAS after the references, would take the
-    cores); a wait longer than one look, or one that hit its cap, is kept in ``meta``."""
+    cores); a wait longer than one look, or one that hit its cap, is kept in ``meta`` (waits of
+    several calls on one meta add up)."""
     if threads <= 1:
         return
     waited = wait_until_idle()
     if waited is not None and waited > 2 * WINDOW_S:
-        meta["waited_for_idle_threads_s"] = round(waited, 4)
+        meta["waited_for_idle_threads_s"] = round(meta.get("waited_for_idle_threads_s", 0.0) + waited, 4)
         if waited >= CAP_S:
             meta["threads_still_busy"] = True
 
@@ -479,7 +480,8 @@ class Driver:
         every sample kept. ``sync`` runs before the clock starts and before it stops (a device's queue
         drained); ``after`` runs outside the time after each call (a KV cache rolled back);
         ``between(k)`` runs untimed before each block of ``block`` timed calls (k of them: a profiled
-        session's runs, alternated with the timed ones so that a neighbour hits both alike)."""
+        session's runs, alternated with the timed ones so that a neighbour hits both alike); the
+        block waits for the threads ``between`` left spinning (``_settle``)."""
         sync = sync or (lambda: None)
         after = after or (lambda: None)
         settled: dict = {}
@@ -493,6 +495,7 @@ class Driver:
             k = min(block or runs, runs - len(times))
             if between is not None:
                 between(k)
+                _settle(settled, threads)
             for _ in range(k):
                 sync()
                 t0 = time.perf_counter()
@@ -543,6 +546,7 @@ class Driver:
                 if rec.status != "ok":
                     continue
                 try:
+                    _settle(rec.meta, e.threads)  # the entry before may have left a pool spinning
                     with self.backend.threads(e.threads):
                         self._sample(rec, call, cpu_time and e.threads == 1)
                 except RooflabError as err:  # a launch that fails only now

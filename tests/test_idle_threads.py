@@ -68,3 +68,31 @@ def test_the_driver_waits_before_a_multi_thread_time_and_keeps_a_long_wait(monke
     assert rec.meta.get("threads_still_busy", False) == waits
     got = d.time_runs(lambda: None, 3, threads=threads, warmup=0)
     assert got.get("threads_still_busy", False) == waits
+
+
+def test_each_timed_block_waits_for_what_the_untimed_runs_between_left_spinning(monkeypatch):
+    """time_runs(block=, between=): the profiled session's runs between the timed blocks leave its
+    workers spinning; each timed block waits for them, and the waits add up in the result."""
+    events = []
+    monkeypatch.setattr(driver_mod, "wait_until_idle", lambda: events.append("wait") or 0.1)
+    d = Driver(cpu_backend(probe=False), Settings(budget_s=0.0, min_samples=1, max_attempts=1))
+    got = d.time_runs(lambda: events.append("run"), 4, threads=2, warmup=0, block=2,
+                      between=lambda k: events.append(f"between {k}"))  # fmt: skip
+    assert events == ["wait", "between 2", "wait", "run", "run", "between 2", "wait", "run", "run"]
+    assert got["waited_for_idle_threads_s"] == pytest.approx(0.3)
+
+
+def test_an_interleaved_round_waits_before_each_multi_thread_entry(monkeypatch):
+    """Driver.interleaved: the entry before (numpy's BLAS, say) may leave its pool spinning into the
+    next entry's sample; each multi-thread sample waits for it, a 1-thread one does not."""
+    from rooflab.driver import Entry
+
+    asked = []
+    monkeypatch.setattr(driver_mod, "wait_until_idle", lambda: asked.append(1) or idle_threads.CAP_S)
+    d = Driver(cpu_backend(probe=False), Settings(target_s=0.0005, probe_clock=False))
+    a = np.arange(1.0, 4097.0)
+    entries = [Entry("cpu.stream.copy", (a, np.empty_like(a)), label=f"T{t}", threads=t) for t in (1, 2)]
+    before = len(asked)
+    recs = {r.label: r for r in d.interleaved(entries, rounds=3)}
+    assert recs["T2"].meta.get("waited_for_idle_threads_s", 0) >= 3 * idle_threads.CAP_S
+    assert "waited_for_idle_threads_s" not in recs["T1"].meta and len(asked) - before >= 3

@@ -37,13 +37,12 @@ import numpy as np
 from ... import ort_session
 from ...cpu.backend import step_driver
 from ...errors import RooflabError, first_line
+from ...idle_threads import wait_until_idle
 from .. import llm
 from ..llm import export as llm_export
 from .llm_check import kv_copy, measured_fields, overhead, phase_row, predicted_by_kind, runtime_prediction
 from .ort_nodes import GraphIndex, map_optimized, parse_profile, rows_for, skeleton
 from .placement import median
-
-SETTLE_S = 0.05  # a session's idle intra-op workers spin after a run: they would slow the other's
 
 
 def import_ort():
@@ -213,21 +212,23 @@ def _providers(ort, device: str) -> list[str]:
 
 def _alternate(prof, plain, feeds, threads: int, warmup: int, quick: bool, runs: int | None) -> dict:
     """Warm-up runs of both sessions, then the profiled and the plain session alternately (a noisy
-    neighbour hits both alike): run by run on one thread, in blocks with a pause between sessions on
-    more (see SETTLE_S). The plain session's runs are timed by the driver (``Driver.time_runs``)."""
+    neighbour hits both alike): run by run on one thread, in blocks on more, each session's block
+    started once the other's intra-op workers stopped spinning (idle_threads; the driver waits
+    the same way before the plain session's block). The plain session's runs are timed by the
+    driver (``Driver.time_runs``)."""
     t0 = time.perf_counter()
     for _ in range(warmup):
         prof.run(None, feeds)
         plain.run(None, feeds)
     per = max((time.perf_counter() - t0) / (2 * warmup), 1e-6)
     n = runs or min(100, max(3 if quick else 5, math.ceil((0.5 if quick else 2.0) / per)))
-    block, settle = (1, 0.0) if threads == 1 else (max(1, math.ceil(n / 8)), SETTLE_S)
+    block = 1 if threads == 1 else max(1, math.ceil(n / 8))
 
     def profiled(k):
-        time.sleep(settle)
+        if threads > 1:
+            wait_until_idle()
         for _ in range(k):
             prof.run(None, feeds)
-        time.sleep(settle)
 
     run = functools.partial(plain.run, None, feeds)
     return step_driver().time_runs(run, n, threads=threads, warmup=0, block=block, between=profiled)
