@@ -104,15 +104,31 @@ def _unit(rec: dict) -> str | None:
 
 
 def add_pct_of_unit_peak(records: list[dict]) -> list[dict]:
-    """Set ``pct_of_unit_peak`` on every ok rung whose unit's peak ran at its thread count."""
+    """Set ``pct_of_unit_peak`` on every ok rung whose unit's peak ran at its thread count, against
+    the faster of the peak's passes; where the passes (before and after the rungs) differ by more
+    than unit_peak.PEAK_DRIFT, the unit was shared meanwhile: each such rung is flagged noisy."""
+    from .families.unit_peak import PEAK_DRIFT
+
     ok = [r for r in records if r.get("status") == "ok"]
-    peaks = {(_unit(r), r.get("threads")): rate(r)[0] for r in ok if r.get("family") == "lowprec"}
+    passes: dict = {}
+    for r in ok:
+        if r.get("family") == "lowprec" and rate(r)[0]:
+            passes.setdefault((_unit(r), r.get("threads")), []).append(rate(r)[0])
     for r in ok:
         unit = _unit(r)
-        peak = peaks.get((unit, r.get("threads"))) if unit and r.get("family") != "lowprec" else None
+        seen = passes.get((unit, r.get("threads"))) if unit and r.get("family") != "lowprec" else None
         value, _ = rate(r)
-        if value and peak:
-            r["pct_of_unit_peak"] = 100 * value / peak
+        if not (value and seen):
+            continue
+        r["pct_of_unit_peak"] = 100 * value / max(seen)
+        if max(seen) > (1 + PEAK_DRIFT) * min(seen):
+            why = (
+                f"the {unit} peak moved {100 * (max(seen) / min(seen) - 1):.0f}% between its passes before and "
+                f"after the rungs ({', '.join(f'{p:.4g}' for p in seen)}): the unit was shared meanwhile"
+            )
+            if why not in r.setdefault("noise_reasons", []):
+                r["noise_reasons"].append(why)
+            r["noisy"] = True
     return records
 
 

@@ -243,3 +243,46 @@ def test_compare_colours_follow_the_threshold_with_a_key_and_a_legend_without_tw
     assert "num worse" not in html_ and "Colour key" in html_ and "within 5%" in html_
     labels = [t.get_text() for t in figs[0].axes[0].get_legend().get_texts()]
     assert len(labels) == len(set(labels))
+
+
+def test_a_rung_whose_unit_peak_moved_between_its_passes_is_flagged_and_read_against_the_faster():
+    """unit_peak.around runs a unit's peak before and after its rungs: a neighbour that took the unit
+    meanwhile slows a whole case evenly (no spread inside it shows), so a peak that moved more than
+    PEAK_DRIFT flags that unit's rungs at that thread count, with the two figures."""
+    from rooflab import family_report
+    from rooflab.families.unit_peak import PEAK_DRIFT
+
+    def rec(variant, threads, rate, unit, family="bgemm"):
+        return {"variant": variant, "family": family, "status": "ok", "threads": threads, "dtype": "uint16",
+                "shape": {"M": 64}, "params": {}, "gflops": {"median": rate}, "unit": unit}  # fmt: skip
+
+    moved = 2000.0 * (1 + 2 * PEAK_DRIFT)
+    recs = [
+        rec("cpu.lowprec.amx-bf16", 1, 2000.0, "amx-bf16", "lowprec"),
+        rec("cpu.lowprec.amx-bf16", 2, 4000.0, "amx-bf16", "lowprec"),
+        rec("cpu.bgemm.01-amx-tdpbf16ps", 1, 1000.0, "amx-bf16"),
+        rec("cpu.bgemm.01-amx-tdpbf16ps", 2, 2000.0, "amx-bf16"),
+        rec("cpu.lowprec.amx-bf16", 1, moved, "amx-bf16", "lowprec"),  # after the rungs: moved
+        rec("cpu.lowprec.amx-bf16", 2, 4000.0 * (1 + PEAK_DRIFT / 2), "amx-bf16", "lowprec"),  # within
+    ]
+    family_report.add_pct_of_library(recs)
+    one, two = recs[2], recs[3]
+    assert one["pct_of_unit_peak"] == pytest.approx(100 * 1000.0 / moved)
+    assert one["noisy"] and "moved 20%" in one["noise_reasons"][0] and "2000, 2400" in one["noise_reasons"][0]
+    assert not two.get("noisy") and two["pct_of_unit_peak"] == pytest.approx(100 * 2000.0 / 4200.0)
+    assert [row[7] for row in family_report.table(recs)][2:4] == ["noisy", "ok"]
+
+
+def test_the_gemm_families_run_each_units_peak_before_and_after_their_rungs():
+    from rooflab.families import unit_peak
+    from rooflab.registry import Case
+
+    rungs = [Case("cpu.bgemm.01-amx-tdpbf16ps", size={"M": 32}, threads=t) for t in (1, 2)]
+    got = unit_peak.around(["amx-bf16", "amx-bf16"], [1, 2], rungs)
+    assert [(c.variant.rsplit(".", 1)[-1], c.threads, c.meta.get("peak_pass")) for c in got] == [
+        ("amx-bf16", 1, "before the rungs"), ("amx-bf16", 2, "before the rungs"),
+        ("01-amx-tdpbf16ps", 1, None), ("01-amx-tdpbf16ps", 2, None),
+        ("amx-bf16", 1, unit_peak.AFTER), ("amx-bf16", 2, unit_peak.AFTER),
+    ]  # fmt: skip
+    assert unit_peak.around([], [1], rungs) == rungs  # no unit on this CPU: the rungs alone
+    assert [c.meta["peak_pass"] for c in unit_peak.around(["amx-bf16"], [1], [])] == ["before the rungs"]

@@ -40,7 +40,7 @@ from ..registry import Case, Variant, installed, register
 from ..threads import resolve_threads, use_threads
 from ..work import Work
 from .qgemm import PerWeight  # packed once per weight array, as the INT8 rungs are
-from .unit_peak import peak_cases
+from .unit_peak import around
 
 FAMILY = "bgemm"
 
@@ -236,8 +236,9 @@ def cases(quick: bool = False, threads: list[int] | None = None, device: str = "
     threads = sorted(set(threads or [1]))
     names = [library(), *(() if AMX.available("bf16") else ("01-amx-tdpbf16ps",))]
     names += [] if BG.available() else ["02-avx512-dpbf16ps"]
-    # each rung's unit peak first, at the same thread counts: the report gives "% of unit peak"
-    out = peak_cases((RUNG_UNIT[v] for v in names if v in RUNG_UNIT), threads)
+    # each rung's unit peak before and after them, at the same thread counts: the report gives
+    # "% of unit peak" and flags rungs whose unit a neighbour took meanwhile (unit_peak.around)
+    out = []
     for label, s, in_quick in SHAPES:
         if quick and not in_quick:
             continue
@@ -253,4 +254,4 @@ def cases(quick: bool = False, threads: list[int] | None = None, device: str = "
                         meta={"shape": dict(s), "shape_label": label, "unit": RUNG_UNIT.get(v)},
                     )
                 )
-    return out
+    return around((RUNG_UNIT[v] for v in names if v in RUNG_UNIT), threads, out)

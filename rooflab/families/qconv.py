@@ -42,7 +42,7 @@ from ..work import Work
 from .conv import normalize_shape, pair
 from .conv import reference as float_reference
 from .qgemm import PerWeight
-from .unit_peak import peak_cases
+from .unit_peak import around
 
 FAMILY = "qconv"
 ZX, ZY = 77, 128  # the input and output zero points (any 0..255; not the codes' mean)
@@ -242,9 +242,9 @@ SHAPES = (  # (label, shape, in the quick run)
 
 
 def cases(quick: bool = False, threads: list[int] | None = None, device: str = "cpu") -> list[Case]:
-    """The GEMM rung's unit peak first (the report gives "% of unit peak"), then each shape by
-    onnxruntime and by the rung that takes it, at every thread count."""
-    out = peak_cases([UNIT] if UNIT else [], sorted(set(threads or [1])))
+    """The GEMM rung's unit peak before and after (the report gives "% of unit peak", unit_peak.around),
+    each shape by onnxruntime and by the rung that takes it between, at every thread count."""
+    out = []
     for label, s, in_quick in SHAPES:
         if quick and not in_quick:
             continue
@@ -262,4 +262,4 @@ def cases(quick: bool = False, threads: list[int] | None = None, device: str = "
                         meta={"shape": dict(s), "shape_label": label, "unit": UNIT if own == v else None},
                     )
                 )
-    return out
+    return around([UNIT] if UNIT else [], sorted(set(threads or [1])), out)

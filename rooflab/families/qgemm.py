@@ -54,7 +54,7 @@ from ..memory import aligned_array
 from ..registry import Case, Variant, get_variant, register
 from ..threads import resolve_threads
 from ..work import Work
-from .unit_peak import peak_cases
+from .unit_peak import around
 
 FAMILY = "qgemm"
 BLOCK = WQ.BLOCK
@@ -513,13 +513,15 @@ def cases(quick: bool = False, threads: list[int] | None = None, device: str = "
     """INT8 GEMMs and the 4-/8-bit GEMVs (prefill too in the full run) at every thread count."""
     threads = sorted(set(threads or [1]))
     int8 = ("00-ort-matmulinteger", "01-packed-dpbusd", *(() if AMX.available("int8") else ("02-amx-tdpbusd",)))
-    # each INT8 rung's unit peak first, at the same thread counts: the report gives "% of unit peak"
-    out = peak_cases(filter(None, map(RUNG_UNIT.get, int8)), threads)
+    # each INT8 rung's unit peak before and after them, at the same thread counts: the report gives
+    # "% of unit peak" and flags rungs whose unit a neighbour took meanwhile (unit_peak.around)
+    rungs = []
     for name, s, in_quick in INT8_SHAPES:
         if quick and not in_quick:
             continue
         for v in int8:
-            out += [_case(v, s, "uint8", t, name, "int8 x int8") for t in threads]
+            rungs += [_case(v, s, "uint8", t, name, "int8 x int8") for t in threads]
+    out = around(filter(None, map(RUNG_UNIT.get, int8)), threads, rungs)
     for name, s, in_quick in NBITS_SHAPES:
         if quick and not in_quick:
             continue
