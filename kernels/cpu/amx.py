@@ -11,10 +11,12 @@ rows x 64 bytes), ``tilezero`` C, ``tileloadd`` two A tiles (tmm4, tmm5) and two
 tmm7), then ``reps`` x 4 products into ONE accumulator, ``tilestored`` C, ``tilerelease``.
 
 Napkin math: Intel gives 16 cycles per tile product (1024 bf16 FLOP, 2048 int8 ops per cycle per
-core). Measured on a 2-vCPU Emerald Rapids VM (C, inline asm, at ~3.0 GHz): one accumulator fed
-back-to-back ran 0.69-0.76 of that; 2 accumulators 0.55-0.58, 4 or 6 independent accumulators
-0.30-0.39 (each product then reads and writes its C tile through the tile registers instead of
-keeping it in the TMUL unit). So the peak runs one accumulator. 2^16 reps x 4 products is ~6 ms.
+core). Measured on a 2-vCPU Emerald Rapids VM (C, inline asm, at ~2.7 GHz): one accumulator fed
+back-to-back 2242-2284 GFLOP/s (0.84-0.85 of Intel's rate at the add-chain clock measured around
+it), four independent accumulators 1919-2139 (0.86-0.94 of one) in a quiet minute; in busy ones
+(a neighbour on the core's other hardware thread shares the unit) both ran at about half, and an
+earlier session read 0.30-0.39 for four. So the peak runs one accumulator. 2^16 reps x 4 products
+is ~6 ms.
 
 AMX needs the kernel's permission first (``request_permission``: arch_prctl ARCH_REQ_XCOMP_PERM
 for XFEATURE_XTILEDATA, process-wide); without it the first tile instruction raises SIGILL, so a
