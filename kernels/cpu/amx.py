@@ -11,9 +11,11 @@ rows x 64 bytes), ``tilezero`` C, ``tileloadd`` two A tiles (tmm4, tmm5) and two
 tmm7), then ``reps`` x 4 products into ONE accumulator, ``tilestored`` C, ``tilerelease``.
 
 Napkin math: Intel gives 16 cycles per tile product (1024 bf16 FLOP, 2048 int8 ops per cycle per
-core). Measured on a 2-vCPU Emerald Rapids VM (C, inline asm, at ~2.7 GHz): one accumulator fed
-back-to-back 2242-2284 GFLOP/s (0.84-0.85 of Intel's rate at the add-chain clock measured around
-it), four independent accumulators 1919-2139 (0.86-0.94 of one) in a quiet minute; in busy ones
+core). Measured on a 2-vCPU Emerald Rapids VM (C, inline asm): one accumulator fed back-to-back
+ran 0.69 of Intel's rate at the add-chain clock measured just before and after it (2.63-2.69 GHz),
+0.85 of it at the 2.18 GHz the same chain ran at with one product per 128 adds interleaved (the
+clock under AMX cannot be read without counters, which the VM lacks); four independent
+accumulators 1919-2139 against one's 2242-2284 GFLOP/s (0.86-0.94) in a quiet minute. In busy ones
 (a neighbour on the core's other hardware thread shares the unit) both ran at about half, and an
 earlier session read 0.30-0.39 for four. So the peak runs one accumulator. 2^16 reps x 4 products
 is ~6 ms.
