@@ -67,6 +67,20 @@ def use_threads(n: int):
         numba.set_num_threads(old)
 
 
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """torch's intra-op threads set to ``n`` for the duration of the block, the caller's restored
+    after (torch imported here: callers have it installed)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield n
+    finally:
+        torch.set_num_threads(before)
+
+
 def resolve_threads(threads: int | None) -> int:
     """``threads``, or numba's current thread count when None (what a kernel call will use)."""
     if threads is None:

@@ -37,7 +37,7 @@ from ..kernels.cpu import bf16_gemm as BG
 from ..kernels.cpu.bf16 import from_bf16, to_bf16
 from ..memory import aligned_array
 from ..registry import Case, Variant, installed, register
-from ..threads import resolve_threads, use_threads
+from ..threads import resolve_threads, torch_threads, use_threads
 from ..work import Work
 from .qgemm import PerWeight  # packed once per weight array, as the INT8 rungs are
 from .unit_peak import around
@@ -105,18 +105,13 @@ _torch_weights, _torch_biases = PerWeight(_torch_weight), PerWeight(_torch_bias)
 def _torch_bf16(A, B, bias=None, reps=1, threads=None):
     torch = _torch()
     _check("cpu.bgemm.00-torch-bf16", A, B)
-    n = resolve_threads(threads)
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
+    with torch_threads(resolve_threads(threads)):
         a = torch.from_numpy(A.view(np.int16)).view(torch.bfloat16)
         w = _torch_weights(B)
         bb = None if bias is None else _torch_biases(bias)
         for _ in range(int(reps)):  # bf16 out, as torch gives it (its accumulation is fp32)
             c = torch.nn.functional.linear(a, w, bb)
         return c.float().numpy()
-    finally:
-        torch.set_num_threads(before)
 
 
 def _numpy_fp32(A, B, bias=None, reps=1, threads=None):

@@ -32,7 +32,7 @@ import weakref
 import numpy as np
 
 from ..registry import Variant, installed, register
-from ..threads import resolve_threads
+from ..threads import resolve_threads, torch_threads
 from ..work import Work
 from .qgemm import OrtRotation
 
@@ -135,15 +135,11 @@ def _torch_kv_cat(new, past, reps=1, threads=None):
     import torch
 
     _check(new, past, TORCH_KV_CAT)
-    before = torch.get_num_threads()
-    torch.set_num_threads(resolve_threads(threads))
-    try:
+    with torch_threads(resolve_threads(threads)):
         n, keep = torch.from_numpy(new), past.shape[2]
         for _ in range(int(reps)):
             y = torch.cat([_torch_cache(past), n], dim=-2)
             _torch_caches[id(past)] = y[:, :, :keep, :]  # no longer a view of past: past may go
-    finally:
-        torch.set_num_threads(before)
     return y.numpy()
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import Variant, installed, register
-from ..threads import resolve_threads
+from ..threads import resolve_threads, torch_threads
 from . import gemm
 from .qgemm import OrtRotation, PerWeight
 
@@ -63,17 +63,12 @@ def _torch_linear(A, B, bias=None, reps=1, threads=None):
     import torch
 
     gemm.check_operands(TORCH_LINEAR, A, B, bias, dtypes=("float32",))
-    before = torch.get_num_threads()
-    torch.set_num_threads(resolve_threads(threads))
-    try:
+    with torch_threads(resolve_threads(threads)), torch.no_grad():
         a, w = torch.from_numpy(A), _weights(B)
         b = None if bias is None else _biases(bias)
-        with torch.no_grad():
-            for _ in range(int(reps)):
-                c = torch.nn.functional.linear(a, w, b)
+        for _ in range(int(reps)):
+            c = torch.nn.functional.linear(a, w, b)
         return c.numpy()
-    finally:
-        torch.set_num_threads(before)
 
 
 if installed("torch"):

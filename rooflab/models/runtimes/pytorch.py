@@ -50,6 +50,7 @@ from pathlib import Path
 
 from ...errors import RooflabError
 from ...memory import available_bytes, fmt_bytes
+from ...threads import torch_threads
 from ...workloads import ops as opsmod
 from .. import llm
 from . import llm_check
@@ -545,17 +546,6 @@ def timed(model, phase: str, n: int, vocab: int, runs: int, warmup: int = 2, bat
     return {**measured, **profiled(run, sync)}
 
 
-@contextlib.contextmanager
-def torch_threads(torch, threads: int):
-    """torch's intra-op threads set to ``threads`` inside, the caller's restored after."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def decode_sweep(config, threads: int, context: int, batches: list[int], runs: int, device: str = "cpu",
                  dtype: str = "float32") -> dict:  # fmt: skip
     """{batch: {"median_s", ...}}: one decode step at KV ``context`` per batch in eager torch (one model,
@@ -564,7 +554,7 @@ def decode_sweep(config, threads: int, context: int, batches: list[int], runs: i
 
     torch, _ = modules()
     arch = llm.arch_of(config)
-    with torch_threads(torch, threads):
+    with torch_threads(threads):
         model = build(config, device, dtype)
         err = verify(model, arch.vocab)
         sync = torch.cuda.synchronize if next(model.parameters()).is_cuda else (lambda: None)
@@ -618,7 +608,7 @@ def compare(config, rows: list[dict], threads: int, prompt: int, context: int, r
     where rooflab's decode appends in place: the decode prediction checked is the copying one."""
     torch, transformers = modules()
     arch = llm.arch_of(config)
-    with torch_threads(torch, threads):
+    with torch_threads(threads):
         model = build(config, device, dtype)
         out = {
             "config": arch.name, "threads": threads, "check_name": "torch",
